@@ -1,0 +1,27 @@
+"""django-pgsched: leaderless cron and interval scheduling for Django on PostgreSQL."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+from .context import RunContext
+from .registry import job
+
+if TYPE_CHECKING:
+    from .models import JobRun
+
+try:
+    __version__ = version("django-pgsched")
+except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
+    __version__ = "0+unknown"
+
+__all__ = ["RunContext", "__version__", "enqueue", "job"]
+
+
+def enqueue(job_name: str, *, kwargs: dict[str, Any] | None = None, run_at: Any = None,
+            **options: Any) -> JobRun:
+    """Create a one-off run of a registered job (see :func:`django_pgsched.api.enqueue`)."""
+    from .api import enqueue as _enqueue
+
+    return _enqueue(job_name, kwargs=kwargs, run_at=run_at, **options)

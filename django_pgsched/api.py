@@ -1,0 +1,133 @@
+"""Public operations on schedules and runs; the admin and commands call these too."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, connections, transaction
+from django.utils import timezone
+
+from . import queries
+from .conf import get_settings
+from .models import JobRun, RunStatus, Schedule, ScheduleStatus, db_now
+from .payload import validate_kwargs
+from .registry import require_job, validate_max_attempts, validate_queue, validate_timeout
+
+
+def _notify(using: str, payload: str) -> None:
+    with connections[using].cursor() as cursor:
+        cursor.execute(queries.get("wake_executors"), {"payload": payload})
+
+
+def enqueue(
+    job_name: str,
+    *,
+    kwargs: dict[str, Any] | None = None,
+    run_at: datetime | None = None,
+    queue: str | None = None,
+    max_attempts: int | None = None,
+    timeout: Any = None,
+    idempotency_key: str | None = None,
+    schedule_name: str | None = None,
+    note: str = "",
+    using: str | None = None,
+) -> JobRun:
+    """Create a one-off run of a registered job, due at ``run_at`` (default: now).
+
+    With an ``idempotency_key`` that already exists, the existing run is
+    returned and nothing is created. Executors are woken when the surrounding
+    transaction commits.
+    """
+    settings = get_settings()
+    alias = using or settings.DATABASE_ALIAS
+    spec = require_job(job_name)
+    errors: dict[str, list[str]] = {}
+    try:
+        clean_kwargs = validate_kwargs(
+            kwargs, max_bytes=settings.MAX_PAYLOAD_BYTES, max_depth=settings.MAX_PAYLOAD_DEPTH
+        )
+    except ValidationError as exc:
+        errors["kwargs"] = exc.messages
+    if run_at is not None and (not isinstance(run_at, datetime) or timezone.is_naive(run_at)):
+        errors["run_at"] = [
+            f"run_at: timezone offset required (schedules are UTC), got {run_at!r}"
+        ]
+    checks = (
+        ("queue", queue, validate_queue),
+        ("max_attempts", max_attempts, validate_max_attempts),
+        ("timeout", timeout, validate_timeout),
+    )
+    for field, value, validator in checks:
+        if value is not None:
+            try:
+                validator(value)
+            except ValidationError as exc:
+                errors[field] = exc.messages
+    if idempotency_key is not None and (
+        not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key) <= 200
+    ):
+        errors["idempotency_key"] = ["idempotency_key: must be a string of 1 to 200 characters"]
+    if errors:
+        raise ValidationError(errors)
+
+    fire_after = run_at.astimezone(UTC) if run_at is not None else db_now(alias)
+    run = JobRun(
+        schedule=None,
+        schedule_name=schedule_name,
+        scheduled_for=fire_after.replace(microsecond=0),
+        idempotency_key=idempotency_key or f"pgsched:once:{uuid.uuid4()}",
+        job=spec.name,
+        kwargs=clean_kwargs,
+        queue=queue or spec.queue or settings.DEFAULT_QUEUE,
+        status=RunStatus.PENDING,
+        fire_after=fire_after,
+        attempts=0,
+        max_attempts=max_attempts or spec.max_attempts or settings.DEFAULT_MAX_ATTEMPTS,
+        timeout=timeout or spec.timeout or settings.DEFAULT_TIMEOUT,
+        note=note,
+    )
+    try:
+        with transaction.atomic(using=alias):
+            run.save(using=alias, force_insert=True)
+            _notify(alias, str(run.pk))
+    except IntegrityError:
+        if idempotency_key is None:
+            raise
+        return JobRun.objects.using(alias).get(idempotency_key=idempotency_key)
+    return run
+
+
+def run_schedule_now(schedule: Schedule, *, note: str = "", using: str | None = None) -> JobRun:
+    """A one-off run of ``schedule``'s job with its kwargs, queue, attempts and timeout.
+
+    It is not an occurrence of the schedule (its ``schedule`` is empty and its
+    ``schedule_name`` is set), so it never displaces or duplicates one.
+    """
+    return enqueue(
+        schedule.job,
+        kwargs=schedule.kwargs,
+        queue=schedule.queue,
+        max_attempts=schedule.max_attempts,
+        timeout=schedule.timeout,
+        schedule_name=schedule.name,
+        note=note or "run now",
+        using=using,
+    )
+
+
+def pause(schedule: Schedule) -> None:
+    """Stop firing; runs materialised but not yet started are cancelled (by a trigger)."""
+    if schedule.status != ScheduleStatus.PAUSED:
+        schedule.status = ScheduleStatus.PAUSED
+        schedule.save(update_fields=["status", "updated_at"])
+
+
+def resume(schedule: Schedule) -> None:
+    """Fire again from the next occurrence after now; nothing missed while paused is caught up."""
+    if schedule.status != ScheduleStatus.ACTIVE:
+        schedule.status = ScheduleStatus.ACTIVE
+        schedule.last_error = ""
+        schedule.save(update_fields=["status", "last_error", "updated_at"])

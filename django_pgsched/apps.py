@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class PgSchedConfig(AppConfig):
+    name = "django_pgsched"
+    label = "pgsched"
+    verbose_name = "Scheduler"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import checks, registry  # noqa: F401  (registers system checks)
+
+        registry.autodiscover()

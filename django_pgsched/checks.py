@@ -1,0 +1,127 @@
+"""System checks. Ids are stable; ``docs/reference/checks.md`` lists them all.
+
+=============  ==============================================================
+pgsched.E001   ``USE_TZ`` must be True.
+pgsched.E002   The scheduler's database must be PostgreSQL (14 or newer: checked
+               with ``--database``/by ``runscheduler``).
+pgsched.E003   ``PGSCHED`` has an unknown key or a bad value.
+pgsched.E004   The lease must outlast the timeout (``LEASE_FACTOR`` > 1) and
+               the trust margin must leave room to renew.
+pgsched.E005   A schedule in ``PGSCHED["SCHEDULES"]`` is invalid.
+pgsched.E006   A database router sends the scheduler's models away from
+               ``DATABASE_ALIAS`` (claims must go to the primary).
+pgsched.W001   ``IDLE_IN_TRANSACTION_TIMEOUT`` is longer than the shortest
+               lease, so a frozen replica could hold rows past it.
+=============  ==============================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.apps import AppConfig
+from django.conf import settings as django_settings
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured, ValidationError
+from django.db import connections, router
+
+from .conf import Settings, get_settings
+
+
+def _settings() -> tuple[Settings | None, list[checks.CheckMessage]]:
+    try:
+        return get_settings(), []
+    except ImproperlyConfigured as exc:
+        return None, [checks.Error(str(exc), hint="See docs/reference/settings.md.",
+                                   id="pgsched.E003")]
+
+
+@checks.register()
+def check_settings(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    messages: list[checks.CheckMessage] = []
+    if not getattr(django_settings, "USE_TZ", False):
+        messages.append(checks.Error(
+            "django-pgsched requires USE_TZ = True: schedules and runs are stored in UTC.",
+            hint="Set USE_TZ = True in your settings.", id="pgsched.E001"))
+    s, errors = _settings()
+    messages += errors
+    if s is None:
+        return messages
+    if s.DATABASE_ALIAS not in connections.settings:
+        messages.append(checks.Error(
+            f"PGSCHED['DATABASE_ALIAS'] is {s.DATABASE_ALIAS!r}, which is not in DATABASES.",
+            id="pgsched.E003"))
+        return messages
+    vendor = connections[s.DATABASE_ALIAS].vendor
+    if vendor != "postgresql":
+        messages.append(checks.Error(
+            f"django-pgsched needs PostgreSQL; database {s.DATABASE_ALIAS!r} uses {vendor!r}.",
+            hint="Point PGSCHED['DATABASE_ALIAS'] at a PostgreSQL database.", id="pgsched.E002"))
+    if s.LEASE_FACTOR <= 1:
+        messages.append(checks.Error(
+            f"PGSCHED['LEASE_FACTOR'] is {s.LEASE_FACTOR}: a lease must be longer than the "
+            "timeout it covers, or running jobs are reaped and run twice.",
+            hint="Use a value above 1 (the default is 2).", id="pgsched.E004"))
+    if s.LEASE_TRUST_MARGIN.total_seconds() * 4 > s.DEFAULT_TIMEOUT.total_seconds() * s.LEASE_FACTOR:
+        messages.append(checks.Error(
+            "PGSCHED['LEASE_TRUST_MARGIN'] is more than a quarter of the default lease "
+            f"({s.DEFAULT_TIMEOUT} x {s.LEASE_FACTOR}).",
+            hint="Lower the margin or raise DEFAULT_TIMEOUT.", id="pgsched.E004"))
+    shortest_lease = s.DEFAULT_TIMEOUT.total_seconds() * s.LEASE_FACTOR
+    if s.IDLE_IN_TRANSACTION_TIMEOUT.total_seconds() > shortest_lease:
+        messages.append(checks.Warning(
+            f"PGSCHED['IDLE_IN_TRANSACTION_TIMEOUT'] ({s.IDLE_IN_TRANSACTION_TIMEOUT}) is longer "
+            f"than the default lease ({shortest_lease:g}s).",
+            hint="Keep it short so a frozen replica cannot hold locked rows.", id="pgsched.W001"))
+    messages += _check_schedules()
+    messages += _check_routers(s)
+    return messages
+
+
+def _check_schedules() -> list[checks.CheckMessage]:
+    from .sync import build
+
+    s = get_settings()
+    messages: list[checks.CheckMessage] = []
+    for name, options in s.SCHEDULES.items():
+        try:
+            build(name, options)
+        except ValidationError as exc:
+            messages.append(checks.Error("; ".join(exc.messages), id="pgsched.E005"))
+    return messages
+
+
+def _check_routers(s: Settings) -> list[checks.CheckMessage]:
+    from .models import Attempt, JobRun, Schedule
+
+    messages: list[checks.CheckMessage] = []
+    for model in (Schedule, JobRun, Attempt):
+        for direction, alias in (("reads", router.db_for_read(model)),
+                                 ("writes", router.db_for_write(model))):
+            if alias not in (None, s.DATABASE_ALIAS):
+                messages.append(checks.Error(
+                    f"A database router sends {direction} of {model.__name__} to {alias!r}, "
+                    f"but the scheduler uses {s.DATABASE_ALIAS!r}.",
+                    hint="Claims and their reads must go to the primary: route pgsched models "
+                         "to PGSCHED['DATABASE_ALIAS'].", id="pgsched.E006"))
+    return messages
+
+
+@checks.register(checks.Tags.database)
+def check_database_version(app_configs: Sequence[AppConfig] | None = None,
+                           databases: Sequence[str] | None = None,
+                           **kwargs: Any) -> list[checks.CheckMessage]:
+    s, errors = _settings()
+    if s is None or not databases or s.DATABASE_ALIAS not in databases:
+        return errors
+    conn = connections[s.DATABASE_ALIAS]
+    if conn.vendor != "postgresql":
+        return []
+    conn.ensure_connection()
+    version = conn.pg_version  # type: ignore[attr-defined]
+    if version < 140000:
+        return [checks.Error(
+            f"django-pgsched needs PostgreSQL 14 or newer; {s.DATABASE_ALIAS!r} runs "
+            f"{version // 10000}.{version % 10000}.", id="pgsched.E002")]
+    return []

@@ -1,0 +1,186 @@
+"""The one place that reads ``settings.PGSCHED``.
+
+Every key has a default here; ``docs/reference/settings.md`` documents each one.
+Durations may be given as a ``timedelta`` or as a number of seconds.
+An unknown key or a bad value is reported by the system check ``pgsched.E003``
+and makes :func:`get_settings` raise :class:`ImproperlyConfigured`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import cache
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+MISFIRE_POLICIES = ("skip", "latest", "catch_up")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Typed, defaulted view of ``settings.PGSCHED``."""
+
+    DATABASE_ALIAS: str = "default"
+
+    # planner
+    PLANNER_INTERVAL: timedelta = timedelta(seconds=1)
+    PLANNER_LOOKAHEAD: timedelta = timedelta(seconds=5)
+    PLANNER_BATCH: int = 500
+    MISFIRE_GRACE: timedelta = timedelta(seconds=60)
+    DEFAULT_MISFIRE_POLICY: str = "latest"
+    DEFAULT_CATCH_UP_LIMIT: int = 10
+
+    # executor
+    CONCURRENCY: int = 4
+    EXECUTOR_POLL_INTERVAL: timedelta = timedelta(seconds=5)
+    DEFAULT_TIMEOUT: timedelta = timedelta(minutes=5)
+    DEFAULT_MAX_ATTEMPTS: int = 3
+    DEFAULT_QUEUE: str = "default"
+    LEASE_FACTOR: float = 2.0
+    LEASE_TRUST_MARGIN: timedelta = timedelta(seconds=1)
+    RETRY_BACKOFF_BASE: timedelta = timedelta(seconds=2)
+    RETRY_BACKOFF_MAX: timedelta = timedelta(hours=1)
+    SHUTDOWN_GRACE: timedelta = timedelta(seconds=25)
+
+    # maintenance
+    REAPER_INTERVAL: timedelta = timedelta(seconds=5)
+    REAPER_BATCH: int = 500
+    RETENTION: timedelta | None = timedelta(days=30)
+    RETENTION_INTERVAL: timedelta = timedelta(minutes=1)
+    RETENTION_BATCH: int = 1000
+
+    # connections of the scheduler's own loops
+    LOCK_TIMEOUT: timedelta = timedelta(seconds=5)
+    STATEMENT_TIMEOUT: timedelta = timedelta(seconds=60)
+    IDLE_IN_TRANSACTION_TIMEOUT: timedelta = timedelta(seconds=60)
+    LISTEN: bool = True
+
+    # payloads
+    MAX_PAYLOAD_BYTES: int = 65536
+    MAX_PAYLOAD_DEPTH: int = 32
+
+    # observability
+    CLOCK_SKEW_WARNING: timedelta = timedelta(seconds=2)
+
+    # code-declared schedules: {name: {"job": ..., "cron": ... | "interval": ..., ...}}
+    SCHEDULES: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @property
+    def lookahead_seconds(self) -> float:
+        return self.PLANNER_LOOKAHEAD.total_seconds()
+
+
+_DURATION_KEYS = {
+    f.name for f in dataclasses.fields(Settings) if "timedelta" in str(f.type)
+}
+_POSITIVE_INT_KEYS = {
+    "PLANNER_BATCH",
+    "CONCURRENCY",
+    "REAPER_BATCH",
+    "RETENTION_BATCH",
+    "MAX_PAYLOAD_BYTES",
+    "MAX_PAYLOAD_DEPTH",
+}
+_NON_NEGATIVE_DURATIONS = {"MISFIRE_GRACE", "PLANNER_LOOKAHEAD", "LEASE_TRUST_MARGIN"}
+
+
+def _duration(key: str, value: object) -> timedelta:
+    if isinstance(value, timedelta):
+        result = value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ImproperlyConfigured(f"PGSCHED[{key!r}]: {value!r} is not a finite duration")
+        result = timedelta(seconds=value)
+    else:
+        raise ImproperlyConfigured(
+            f"PGSCHED[{key!r}]: expected a timedelta or a number of seconds, got {value!r}"
+        )
+    if key in _NON_NEGATIVE_DURATIONS:
+        if result < timedelta(0):
+            raise ImproperlyConfigured(f"PGSCHED[{key!r}]: must not be negative, got {value!r}")
+    elif result <= timedelta(0):
+        raise ImproperlyConfigured(f"PGSCHED[{key!r}]: must be positive, got {value!r}")
+    return result
+
+
+def build_settings(raw: Mapping[str, Any]) -> Settings:
+    """Validate ``raw`` (the ``PGSCHED`` dict) and return a :class:`Settings`."""
+    if not isinstance(raw, Mapping):
+        raise ImproperlyConfigured(f"PGSCHED must be a dict, got {type(raw).__name__}")
+    known = {f.name for f in dataclasses.fields(Settings)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ImproperlyConfigured(
+            f"PGSCHED has unknown key(s) {', '.join(map(repr, unknown))}; "
+            f"known keys are {', '.join(sorted(known))}"
+        )
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key == "RETENTION" and value is None:
+            values[key] = None
+        elif key in _DURATION_KEYS:
+            values[key] = _duration(key, value)
+        elif key in _POSITIVE_INT_KEYS:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ImproperlyConfigured(
+                    f"PGSCHED[{key!r}]: expected a positive integer, got {value!r}"
+                )
+            values[key] = value
+        else:
+            values[key] = value
+    result = Settings(**values)
+    _check_values(result)
+    return result
+
+
+def _check_values(s: Settings) -> None:
+    if s.DEFAULT_MISFIRE_POLICY not in MISFIRE_POLICIES:
+        raise ImproperlyConfigured(
+            f"PGSCHED['DEFAULT_MISFIRE_POLICY']: {s.DEFAULT_MISFIRE_POLICY!r} is not one of "
+            f"{', '.join(MISFIRE_POLICIES)}"
+        )
+    if not isinstance(s.DEFAULT_MAX_ATTEMPTS, int) or not 1 <= s.DEFAULT_MAX_ATTEMPTS <= 8:
+        raise ImproperlyConfigured(
+            f"PGSCHED['DEFAULT_MAX_ATTEMPTS']: must be an integer from 1 to 8, "
+            f"got {s.DEFAULT_MAX_ATTEMPTS!r}"
+        )
+    if not isinstance(s.DEFAULT_CATCH_UP_LIMIT, int) or not 1 <= s.DEFAULT_CATCH_UP_LIMIT <= 1000:
+        raise ImproperlyConfigured(
+            f"PGSCHED['DEFAULT_CATCH_UP_LIMIT']: must be an integer from 1 to 1000, "
+            f"got {s.DEFAULT_CATCH_UP_LIMIT!r}"
+        )
+    if not isinstance(s.LEASE_FACTOR, (int, float)) or isinstance(s.LEASE_FACTOR, bool):
+        raise ImproperlyConfigured(f"PGSCHED['LEASE_FACTOR']: expected a number, got {s.LEASE_FACTOR!r}")
+    if not isinstance(s.DEFAULT_QUEUE, str) or not s.DEFAULT_QUEUE:
+        raise ImproperlyConfigured(
+            f"PGSCHED['DEFAULT_QUEUE']: expected a non-empty string, got {s.DEFAULT_QUEUE!r}"
+        )
+    if not isinstance(s.DATABASE_ALIAS, str):
+        raise ImproperlyConfigured(
+            f"PGSCHED['DATABASE_ALIAS']: expected a string, got {s.DATABASE_ALIAS!r}"
+        )
+    if not isinstance(s.LISTEN, bool):
+        raise ImproperlyConfigured(f"PGSCHED['LISTEN']: expected True or False, got {s.LISTEN!r}")
+    if not isinstance(s.SCHEDULES, Mapping):
+        raise ImproperlyConfigured(
+            f"PGSCHED['SCHEDULES']: expected a dict of name -> options, got {type(s.SCHEDULES).__name__}"
+        )
+
+
+@cache
+def get_settings() -> Settings:
+    """The validated settings; cached until ``PGSCHED`` changes (tests use ``override_settings``)."""
+    return build_settings(getattr(django_settings, "PGSCHED", {}))
+
+
+@receiver(setting_changed)
+def _reset(*, setting: str, **kwargs: object) -> None:
+    if setting == "PGSCHED":
+        get_settings.cache_clear()

@@ -1,0 +1,102 @@
+"""Database sessions of the scheduler's own loops.
+
+Each loop thread has its own Django connection. Before a pass, :func:`session`
+makes sure it is open and configured: ``lock_timeout``,
+``statement_timeout`` and ``idle_in_transaction_session_timeout`` (so a frozen
+replica cannot hold rows hostage: the server ends its session and releases
+its locks) and an ``application_name`` that names the loop. After a database
+error the connection is closed and the next pass opens a fresh one, which is
+how the loops survive a restarted or unreachable server.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from django.db import DatabaseError, InterfaceError, OperationalError, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from . import queries
+from .conf import Settings, get_settings
+
+logger = logging.getLogger(__name__)
+
+_CONFIGURED_ATTR = "_pgsched_session"
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _ms(seconds: float) -> str:
+    return f"{max(0, round(seconds * 1000))}ms"
+
+
+def configure(conn: BaseDatabaseWrapper, role: str, settings: Settings | None = None) -> None:
+    """Apply the scheduler's session settings to ``conn`` if it is a new connection."""
+    settings = settings or get_settings()
+    conn.ensure_connection()
+    raw = conn.connection
+    if getattr(raw, _CONFIGURED_ATTR, None) == role:
+        return
+    with conn.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('lock_timeout', %s, false),"
+            " set_config('statement_timeout', %s, false),"
+            " set_config('idle_in_transaction_session_timeout', %s, false),"
+            " set_config('application_name', %s, false)",
+            [
+                _ms(settings.LOCK_TIMEOUT.total_seconds()),
+                _ms(settings.STATEMENT_TIMEOUT.total_seconds()),
+                _ms(settings.IDLE_IN_TRANSACTION_TIMEOUT.total_seconds()),
+                f"pgsched {role} {default_worker_id()}"[:63],
+            ],
+        )
+    setattr(raw, _CONFIGURED_ATTR, role)
+
+
+@contextmanager
+def session(role: str, using: str | None = None) -> Iterator[BaseDatabaseWrapper]:
+    """This thread's configured connection; closed again if the pass hits a database error."""
+    alias = using or get_settings().DATABASE_ALIAS
+    conn = connections[alias]
+    try:
+        configure(conn, role)
+        yield conn
+    except (OperationalError, InterfaceError):
+        discard(conn)
+        raise
+    except DatabaseError:
+        if not conn.in_atomic_block and conn.connection is not None and not conn.is_usable():
+            discard(conn)
+        raise
+
+
+def discard(conn: BaseDatabaseWrapper) -> None:
+    """Drop a connection that may be broken; the next pass reconnects."""
+    try:
+        if conn.in_atomic_block:
+            return  # the atomic block's exit rolls back; closing inside it is not allowed
+        conn.close()
+    except Exception:  # pragma: no cover - closing a dead socket may fail in odd ways
+        logger.debug("closing a broken connection failed", exc_info=True)
+        conn.connection = None
+
+
+def fetchall(
+    conn: BaseDatabaseWrapper, name: str, params: Mapping[str, Any] | Sequence[Any]
+) -> list[tuple[Any, ...]]:
+    with conn.cursor() as cursor:
+        cursor.execute(queries.get(name), params)
+        return list(cursor.fetchall()) if cursor.description else []
+
+
+def execute(conn: BaseDatabaseWrapper, name: str, params: Mapping[str, Any]) -> int:
+    with conn.cursor() as cursor:
+        cursor.execute(queries.get(name), params)
+        return int(cursor.rowcount)

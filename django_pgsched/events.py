@@ -1,0 +1,33 @@
+"""What the engine did, as Django signals: the seam for metrics and logs.
+
+Each signal is sent after the transaction that did the work has committed,
+with counts taken from the statement's ``RETURNING`` rows, so a subscriber
+(for example the Prometheus metrics) moves by exactly what the database
+recorded. Receivers must be quick and must not raise.
+"""
+
+from __future__ import annotations
+
+from django.dispatch import Signal
+
+#: A planner batch committed. ``created``: {(queue, job, kind): runs inserted};
+#: ``skipped``: {(queue, job, kind, policy): occurrences discarded};
+#: ``broken``: ids of schedules marked broken.
+occurrences_planned = Signal()
+
+#: An attempt finished and its outcome committed. Arguments: ``run_id``, ``job``,
+#: ``queue``, ``attempt`` (number), ``outcome`` (attempt status), ``status``
+#: (the run's status after it), ``duration`` (seconds, the replica's clock).
+attempt_finished = Signal()
+
+#: This replica found that it no longer holds a lease (``run_id``, ``reason``).
+lease_lost = Signal()
+
+#: The reaper recovered expired leases: ``runs`` is a list of (run_id, status, job, queue).
+leases_reaped = Signal()
+
+#: The retention pass deleted ``deleted`` terminal runs.
+runs_pruned = Signal()
+
+#: A loop finished a pass (``loop``: "planner", "executor" or "maintenance"). Health uses it.
+loop_ticked = Signal()

@@ -1,0 +1,579 @@
+"""The executor: claims due runs, runs their jobs, records the outcomes.
+
+The seed's three lease rules, as code:
+
+1. **Claim no more than the pool can start.** A pass claims at most the number
+   of idle slots (a slot stays busy while its thread runs, even after the run
+   timed out or its lease was lost).
+2. **Renew while in flight, abandon when lost.** Each claim carries a fresh
+   token and a lease of ``LEASE_FACTOR × timeout``; leases are renewed in one
+   statement when a third has passed. A renewal that no longer finds the token
+   (the run was reaped or cancelled), or a lease whose local trust deadline
+   passes (the database is unreachable), cancels the job's context and
+   discards its result.
+3. **Every write carries the token.** Completion, retry and release predicate
+   on ``claimed_by`` still being ours. Outcomes are written in batches, the
+   run's new state and its attempt row in one statement; if that fails for a
+   reason other than a lost connection, a minimal write still moves the run
+   out of ``running``.
+
+Jobs run in daemon threads. A job past its timeout is recorded ``timed_out`` at
+once (its context reports cancelled); Python cannot kill a thread, so the slot
+stays busy until the function returns, and its result is then discarded.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections
+
+from . import db, events
+from .conf import Settings, get_settings
+from .context import RunContext
+from .leases import Lease
+from .policies import retry_delay
+from .registry import all_jobs, get_job
+
+logger = logging.getLogger(__name__)
+
+MAX_ERROR_CHARS = 8000
+
+
+@dataclass
+class Claim:
+    """A run this replica holds a lease on."""
+
+    run_id: int
+    token: uuid.UUID
+    attempt: int
+    max_attempts: int
+    timeout: timedelta
+    job: str
+    queue: str
+    kwargs: dict[str, Any]
+    schedule_name: str | None
+    scheduled_for: datetime
+    idempotency_key: str
+    fire_after: datetime
+    started_at: datetime
+    lease: Lease
+    context: RunContext
+    state: str = "queued"  # queued -> running -> done | timed_out | abandoned; or released
+    started_mono: float | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    claim: Claim
+    result: str  # attempt status: succeeded, failed, timed_out
+    error: str
+    duration: float
+    retry: bool = True
+
+
+@dataclass(frozen=True)
+class ExecutorPass:
+    """What one executor pass did."""
+
+    claimed: int = 0
+    completed: int = 0
+    renewed: int = 0
+    lost: int = 0
+    timed_out: int = 0
+    released: int = 0
+    next_due_in: float | None = None  # seconds until the next pending run is due, if known
+
+
+@dataclass
+class _Flags:
+    stopping: threading.Event = field(default_factory=threading.Event)
+    wake: threading.Event = field(default_factory=threading.Event)
+
+
+class Executor:
+    """Runs claimed jobs on ``concurrency`` slots. ``run_once()`` does one pass.
+
+    With ``inline=True`` jobs run in the calling thread during ``run_once()``
+    (tests, ``--concurrency 0`` is not allowed); otherwise on daemon threads.
+    """
+
+    def __init__(
+        self,
+        *,
+        concurrency: int | None = None,
+        queues: Sequence[str] | None = None,
+        worker_id: str | None = None,
+        settings: Settings | None = None,
+        using: str | None = None,
+        inline: bool = False,
+        shutdown: threading.Event | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings or get_settings()
+        self.concurrency = concurrency or self.settings.CONCURRENCY
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {self.concurrency}")
+        self.queues = list(queues) if queues else None
+        self.worker_id = worker_id or db.default_worker_id()
+        self.using = using or self.settings.DATABASE_ALIAS
+        self.inline = inline
+        self.clock = clock
+        self.flags = _Flags(stopping=shutdown or threading.Event())
+        self.in_flight: dict[int, Claim] = {}
+        self._lock = threading.Lock()
+        self._outcomes: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
+        self._unwritten: list[Outcome] = []
+        self._work: queue.SimpleQueue[Claim | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._next_due_mono: float | None = None
+        self._due_retry = 0.05
+
+    # -- public --------------------------------------------------------------------
+
+    @property
+    def wake(self) -> threading.Event:
+        return self.flags.wake
+
+    def idle_slots(self) -> int:
+        with self._lock:
+            return self.concurrency - len(self.in_flight)
+
+    def run_once(self, now: datetime | None = None) -> ExecutorPass:
+        """One pass: expire local deadlines, renew, claim idle slots, record outcomes.
+
+        ``now`` overrides the database clock in the SQL (tests only).
+        """
+        timed_out, lost = self._expire_local()
+        with db.session("executor", self.using) as conn:
+            renewed, lost_renewing = self._renew(conn, now)
+            claimed: list[Claim] = []
+            next_due: float | None = None
+            if not self.flags.stopping.is_set():
+                limit = self.idle_slots()
+                if limit > 0:
+                    claimed = self._claim(conn, now, limit)
+                    for claim in claimed:
+                        self._submit(claim)
+                    if len(claimed) < limit:
+                        next_due = self._next_due(conn)
+            completed = self._record(conn, now)
+        events.loop_ticked.send(sender=type(self), loop="executor")
+        return ExecutorPass(
+            claimed=len(claimed),
+            completed=completed,
+            renewed=renewed,
+            lost=lost + lost_renewing,
+            timed_out=timed_out,
+            next_due_in=next_due,
+        )
+
+    def seconds_until_next_pass(self) -> float:
+        """How long the runner may sleep before the next pass is needed."""
+        now = self.clock()
+        deadlines = [now + self.settings.EXECUTOR_POLL_INTERVAL.total_seconds()]
+        if self._unwritten or not self._outcomes.empty():
+            return 0.0
+        with self._lock:
+            for claim in self.in_flight.values():
+                if claim.state in ("queued", "running"):
+                    deadlines.append(claim.lease.renew_at)
+                    deadlines.append(claim.lease.trust_until)
+                    deadlines.append(claim.context.deadline)
+            idle = self.concurrency - len(self.in_flight)
+        if idle > 0 and self._next_due_mono is not None and not self.flags.stopping.is_set():
+            deadlines.append(self._next_due_mono)
+        return max(0.0, min(deadlines) - now)
+
+    def start_threads(self) -> None:
+        """Start the slot threads (not needed with ``inline=True``)."""
+        for index in range(self.concurrency):
+            thread = threading.Thread(
+                target=self._slot, name=f"pgsched-slot-{index}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def release_unstarted(self) -> int:
+        """Give back claimed runs whose jobs have not started (shutdown), fenced on the token."""
+        with self._lock:
+            unstarted = [c for c in self.in_flight.values() if c.state == "queued"]
+            for claim in unstarted:
+                claim.state = "released"
+        if not unstarted:
+            return 0
+        with db.session("executor", self.using) as conn:
+            released = db.fetchall(
+                conn,
+                "executor_release",
+                {"ids": [c.run_id for c in unstarted], "tokens": [c.token for c in unstarted]},
+            )
+            db.fetchall(conn, "wake_executors", {"payload": ",".join(str(r[0]) for r in released)})
+        with self._lock:
+            for claim in unstarted:
+                self.in_flight.pop(claim.run_id, None)
+        logger.info("released %d claimed but unstarted run(s)", len(released))
+        return len(released)
+
+    def abandon_running(self, reason: str) -> list[Claim]:
+        """Mark every started job's run as interrupted (shutdown past the grace period)."""
+        interrupted: list[Claim] = []
+        with self._lock:
+            for claim in self.in_flight.values():
+                if claim.state == "running":
+                    claim.state = "timed_out"
+                    claim.context.cancel(reason)
+                    interrupted.append(claim)
+        for claim in interrupted:
+            self._outcomes.put(Outcome(claim, "failed", reason, self._elapsed(claim)))
+        return interrupted
+
+    def busy(self) -> int:
+        """Jobs still running on a thread (including ones timed out or abandoned)."""
+        with self._lock:
+            return sum(1 for c in self.in_flight.values() if c.state != "released")
+
+    def drained(self) -> bool:
+        """Nothing left to run or record (threads of timed-out jobs may still be running)."""
+        if self._unwritten or not self._outcomes.empty():
+            return False
+        with self._lock:
+            return not any(c.state in ("queued", "running", "done") for c in self.in_flight.values())
+
+    def flush(self, now: datetime | None = None) -> int:
+        """Write every finished outcome now (used while draining)."""
+        with db.session("executor", self.using) as conn:
+            return self._record(conn, now)
+
+    # -- claiming --------------------------------------------------------------------
+
+    def _claim(self, conn: Any, now: datetime | None, limit: int) -> list[Claim]:
+        s = self.settings
+        jobs = sorted(all_jobs())
+        if not jobs:
+            return []
+        requested_at = self.clock()
+        rows = db.fetchall(
+            conn,
+            "executor_claim",
+            {
+                "now": now,
+                "limit": limit,
+                "jobs": jobs,
+                "queues": self.queues,
+                "worker": self.worker_id,
+                "lease_factor": s.LEASE_FACTOR,
+            },
+        )
+        claims = []
+        for (run_id, token, attempt, max_attempts, timeout, job, queue_name, kwargs, schedule_name,
+             scheduled_for, key, fire_after, started_at) in rows:
+            lease = Lease.granted(
+                requested_at=requested_at,
+                duration=timeout.total_seconds() * s.LEASE_FACTOR,
+                margin=s.LEASE_TRUST_MARGIN.total_seconds(),
+            )
+            context = RunContext(
+                job_run_id=run_id,
+                job=job,
+                schedule_name=schedule_name,
+                scheduled_for=scheduled_for,
+                attempt=attempt,
+                max_attempts=max_attempts,
+                idempotency_key=key,
+                worker=self.worker_id,
+                _shutdown=self.flags.stopping,
+                _clock=self.clock,
+            )
+            claims.append(
+                Claim(run_id, token, attempt, max_attempts, timeout, job, queue_name, kwargs,
+                      schedule_name, scheduled_for, key, fire_after, started_at, lease, context)
+            )
+        with self._lock:
+            for claim in claims:
+                self.in_flight[claim.run_id] = claim
+        if claims:
+            self._due_retry = 0.05
+        return claims
+
+    def _next_due(self, conn: Any) -> float | None:
+        """Seconds until the next pending run is due (by the database clock)."""
+        jobs = sorted(all_jobs())
+        if not jobs:
+            self._next_due_mono = None
+            return None
+        (due, db_clock), = db.fetchall(
+            conn, "executor_next_due", {"jobs": jobs, "queues": self.queues}
+        )
+        if due is None:
+            self._next_due_mono = None
+            return None
+        wait = (due - db_clock).total_seconds()
+        if wait <= 0:
+            # due but not claimable: another replica holds it for a moment; back off briefly
+            wait = self._due_retry
+            self._due_retry = min(self._due_retry * 2, 1.0)
+        else:
+            self._due_retry = 0.05
+        self._next_due_mono = self.clock() + wait
+        return wait
+
+    # -- running -----------------------------------------------------------------------
+
+    def _submit(self, claim: Claim) -> None:
+        if self.inline:
+            self._run(claim)
+        else:
+            self._work.put(claim)
+
+    def _slot(self) -> None:
+        while True:
+            claim = self._work.get()
+            if claim is None:
+                return
+            self._run(claim)
+
+    def _run(self, claim: Claim) -> None:
+        with self._lock:
+            if claim.state != "queued":
+                return  # released while waiting for a slot
+            claim.state = "running"
+            claim.started_mono = self.clock()
+            claim.context.deadline = claim.started_mono + claim.timeout.total_seconds()
+        spec = get_job(claim.job)
+        result, error, retry = "succeeded", "", True
+        try:
+            close_old_connections()
+            if spec is None:
+                result, error, retry = "failed", f"job {claim.job!r} is not registered here", False
+            elif spec.takes_context:
+                spec.func(claim.context, **claim.kwargs)
+            else:
+                spec.func(**claim.kwargs)
+        except BaseException as exc:  # noqa: BLE001 - a job's failure is data, never a crash
+            result, error = "failed", _format_error(exc)
+        finally:
+            try:
+                close_old_connections()
+            except Exception:  # pragma: no cover
+                logger.debug("closing the job's connections failed", exc_info=True)
+        with self._lock:
+            state = claim.state
+            if state == "running":
+                claim.state = "done"
+            else:  # timed out or abandoned meanwhile: the slot frees now, the result is discarded
+                self.in_flight.pop(claim.run_id, None)
+        if state == "running":
+            self._outcomes.put(Outcome(claim, result, error, self._elapsed(claim), retry))
+        elif result == "succeeded":
+            logger.warning(
+                "run %s finished after its %s; its result was discarded", claim.run_id,
+                "timeout" if state == "timed_out" else "lease was lost",
+            )
+        self.flags.wake.set()
+
+    def _elapsed(self, claim: Claim) -> float:
+        return self.clock() - claim.started_mono if claim.started_mono is not None else 0.0
+
+    # -- leases -------------------------------------------------------------------------
+
+    def _expire_local(self) -> tuple[int, int]:
+        """Timeouts and lost trust, by this replica's monotonic clock."""
+        now = self.clock()
+        timed_out: list[Claim] = []
+        lost: list[Claim] = []
+        with self._lock:
+            for claim in self.in_flight.values():
+                if claim.state == "running" and now >= claim.context.deadline:
+                    claim.state = "timed_out"
+                    claim.context.cancel("the timeout passed")
+                    timed_out.append(claim)
+                elif claim.state in ("queued", "running") and not claim.lease.trusted(now):
+                    claim.context.cancel("the lease could not be renewed in time")
+                    if claim.state == "queued":
+                        self.in_flight.pop(claim.run_id, None)
+                    claim.state = "abandoned"
+                    lost.append(claim)
+        for claim in timed_out:
+            message = f"timed out after {claim.timeout.total_seconds():g}s"
+            self._outcomes.put(Outcome(claim, "timed_out", message, self._elapsed(claim)))
+        for claim in lost:
+            logger.warning("run %s: lease no longer trusted; abandoning it", claim.run_id)
+            events.lease_lost.send(sender=type(self), run_id=claim.run_id, reason="trust expired")
+        return len(timed_out), len(lost)
+
+    def _renew(self, conn: Any, now: datetime | None) -> tuple[int, int]:
+        mono = self.clock()
+        with self._lock:
+            due = [
+                c
+                for c in self.in_flight.values()
+                if c.state in ("queued", "running", "done") and c.lease.due_for_renewal(mono)
+            ]
+        if not due:
+            return 0, 0
+        try:
+            rows = db.fetchall(
+                conn,
+                "executor_renew",
+                {
+                    "now": now,
+                    "ids": [c.run_id for c in due],
+                    "tokens": [c.token for c in due],
+                    "lease_factor": self.settings.LEASE_FACTOR,
+                },
+            )
+        except (OperationalError, InterfaceError):
+            for claim in due:
+                claim.lease.renewal_failed(now=self.clock())
+            raise
+        kept = {row[0] for row in rows}
+        lost = [c for c in due if c.run_id not in kept]
+        with self._lock:
+            for claim in due:
+                if claim.run_id in kept:
+                    claim.lease.renewed(requested_at=mono)
+            for claim in lost:
+                claim.context.cancel("the lease was lost (reaped or cancelled)")
+                if claim.state == "queued":
+                    self.in_flight.pop(claim.run_id, None)
+                if claim.state == "done":
+                    self.in_flight.pop(claim.run_id, None)
+                claim.state = "abandoned"
+        for claim in lost:
+            logger.warning("run %s: lease lost; abandoning it", claim.run_id)
+            events.lease_lost.send(sender=type(self), run_id=claim.run_id, reason="renewal refused")
+        return len(kept), len(lost)
+
+    # -- recording ----------------------------------------------------------------------
+
+    def _record(self, conn: Any, now: datetime | None) -> int:
+        while True:
+            try:
+                self._unwritten.append(self._outcomes.get_nowait())
+            except queue.Empty:
+                break
+        if not self._unwritten:
+            return 0
+        outcomes = [o for o in self._unwritten if o.claim.state != "abandoned"]
+        try:
+            rows = self._write(conn, now, outcomes)
+        except (OperationalError, InterfaceError):
+            raise  # connection trouble: keep them, retry next pass while the lease is trusted
+        except DatabaseError:
+            logger.exception("recording %d outcome(s) failed; recording one by one", len(outcomes))
+            rows = []
+            for outcome in outcomes:
+                rows += self._write_one_or_minimal(conn, now, outcome)
+        self._unwritten = []
+        self._finish(outcomes, rows)
+        return len(rows)
+
+    def _write(
+        self, conn: Any, now: datetime | None, outcomes: Sequence[Outcome]
+    ) -> list[tuple[Any, ...]]:
+        if not outcomes:
+            return []
+        s = self.settings
+        delays = [
+            retry_delay(
+                o.claim.attempt,
+                base=s.RETRY_BACKOFF_BASE,
+                cap=s.RETRY_BACKOFF_MAX,
+                jitter=random.random(),
+            )
+            if o.retry
+            else None
+            for o in outcomes
+        ]
+        return db.fetchall(
+            conn,
+            "executor_complete",
+            {
+                "now": now,
+                "ids": [o.claim.run_id for o in outcomes],
+                "tokens": [o.claim.token for o in outcomes],
+                "results": [o.result for o in outcomes],
+                "errors": [o.error for o in outcomes],
+                "delays": delays,
+            },
+        )
+
+    def _write_one_or_minimal(
+        self, conn: Any, now: datetime | None, outcome: Outcome
+    ) -> list[tuple[Any, ...]]:
+        from django.db import transaction
+
+        try:
+            with transaction.atomic(using=self.using):
+                return self._write(conn, now, [outcome])
+        except (OperationalError, InterfaceError):
+            raise
+        except DatabaseError as exc:
+            logger.error("run %s: outcome could not be recorded (%s); failing it minimally",
+                         outcome.claim.run_id, exc)
+            s = self.settings
+            delay = retry_delay(outcome.claim.attempt, base=s.RETRY_BACKOFF_BASE,
+                                cap=s.RETRY_BACKOFF_MAX, jitter=random.random())
+            rows = db.fetchall(
+                conn,
+                "executor_fail_minimal",
+                {
+                    "now": now,
+                    "id": outcome.claim.run_id,
+                    "token": outcome.claim.token,
+                    "delay": delay if outcome.retry else None,
+                    "note": _clean(f"outcome could not be recorded: {exc}")[:2000],
+                },
+            )
+            return [(r[0], r[1], 0) for r in rows]
+
+    def _finish(self, outcomes: Sequence[Outcome], rows: Sequence[tuple[Any, ...]]) -> None:
+        status_by_id = {row[0]: row[1] for row in rows}
+        with self._lock:
+            for outcome in outcomes:
+                if self.in_flight.get(outcome.claim.run_id) is outcome.claim and (
+                    outcome.claim.state == "done"
+                ):
+                    self.in_flight.pop(outcome.claim.run_id, None)
+        for outcome in outcomes:
+            claim = outcome.claim
+            status = status_by_id.get(claim.run_id)
+            if status is None:
+                logger.warning("run %s: lease lost before its outcome was recorded; discarded",
+                               claim.run_id)
+                events.lease_lost.send(sender=type(self), run_id=claim.run_id,
+                                       reason="completion refused")
+                continue
+            events.attempt_finished.send(
+                sender=type(self),
+                run_id=claim.run_id,
+                job=claim.job,
+                queue=claim.queue,
+                attempt=claim.attempt,
+                outcome=outcome.result,
+                status=status,
+                duration=outcome.duration,
+            )
+
+
+def _clean(text: str) -> str:
+    return text.replace("\x00", "\\x00")
+
+
+def _format_error(exc: BaseException) -> str:
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=20)
+    text = "".join(lines)
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[: MAX_ERROR_CHARS // 4] + "\n…\n" + text[-(MAX_ERROR_CHARS * 3) // 4 :]
+    return _clean(text)

@@ -1,0 +1,135 @@
+"""Maintenance that every replica runs, divided between replicas with SKIP LOCKED.
+
+- :class:`Reaper`: ``running`` runs whose lease expired (their replica crashed,
+  froze or lost the database) go back to ``retrying`` — or ``failed`` at their
+  last attempt — with a ``lost`` attempt row.
+- :class:`Retention`: terminal runs (and their attempts) older than
+  ``PGSCHED['RETENTION']`` are deleted in bounded batches.
+
+Neither is a scheduled job of the system itself, so neither can stall behind
+the work it is meant to recover.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from . import db, events
+from .conf import Settings, get_settings
+from .policies import retry_delay
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReapResult:
+    candidates: int = 0
+    retried: int = 0
+    failed: int = 0
+
+
+class Reaper:
+    """Recovers expired leases. ``run_once()`` handles one batch."""
+
+    def __init__(self, *, settings: Settings | None = None, using: str | None = None) -> None:
+        self.settings = settings or get_settings()
+        self.using = using or self.settings.DATABASE_ALIAS
+
+    def candidates(self, now: datetime | None = None) -> list[tuple[int, Any, int]]:
+        """Step 1: (run id, lease token, attempts) of runs that look expired. A plain read."""
+        with db.session("maintenance", self.using) as conn:
+            return [
+                (r[0], r[1], r[2])
+                for r in db.fetchall(
+                    conn,
+                    "reaper_candidates",
+                    {"now": now, "batch": self.settings.REAPER_BATCH},
+                )
+            ]
+
+    def reap(
+        self, candidates: list[tuple[int, Any, int]], now: datetime | None = None
+    ) -> ReapResult:
+        """Step 2: recover the candidates that are still running under the token seen in step 1."""
+        if not candidates:
+            return ReapResult()
+        s = self.settings
+        delays = [
+            retry_delay(attempts, base=s.RETRY_BACKOFF_BASE, cap=s.RETRY_BACKOFF_MAX,
+                        jitter=random.random())
+            for _id, _token, attempts in candidates
+        ]
+        with db.session("maintenance", self.using) as conn:
+            rows = db.fetchall(
+                conn,
+                "reaper_reap",
+                {
+                    "now": now,
+                    "ids": [c[0] for c in candidates],
+                    "tokens": [c[1] for c in candidates],
+                    "delays": delays,
+                },
+            )
+            if any(status == "retrying" for _id, status, _job, _queue in rows):
+                db.fetchall(conn, "wake_executors", {"payload": "reaper"})
+        if rows:
+            logger.warning("recovered %d run(s) whose lease expired", len(rows))
+            events.leases_reaped.send(sender=type(self), runs=rows)
+        failed = sum(1 for row in rows if row[1] == "failed")
+        return ReapResult(candidates=len(candidates), retried=len(rows) - failed, failed=failed)
+
+    def run_once(self, now: datetime | None = None) -> ReapResult:
+        return self.reap(self.candidates(now), now)
+
+
+@dataclass(frozen=True)
+class RetentionResult:
+    deleted: int = 0
+    batches: int = 0
+
+
+class Retention:
+    """Deletes old terminal runs in bounded batches. ``run_once()`` does one round."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings | None = None,
+        using: str | None = None,
+        max_batches: int = 10,
+        time_budget: float = 5.0,
+    ) -> None:
+        self.settings = settings or get_settings()
+        self.using = using or self.settings.DATABASE_ALIAS
+        self.max_batches = max_batches
+        self.time_budget = time_budget
+
+    def run_once(self, now: datetime | None = None) -> RetentionResult:
+        retention = self.settings.RETENTION
+        if retention is None:
+            return RetentionResult()
+        deleted = batches = 0
+        started = time.monotonic()
+        with db.session("maintenance", self.using) as conn:
+            if now is None:
+                now = db.fetchall(conn, "database_now", {})[0][0]
+            cutoff = now - retention
+            while batches < self.max_batches and time.monotonic() - started < self.time_budget:
+                count = db.execute(
+                    conn,
+                    "retention_delete",
+                    {"cutoff": cutoff, "batch": self.settings.RETENTION_BATCH},
+                )
+                batches += 1
+                deleted += count
+                if count < self.settings.RETENTION_BATCH:
+                    break
+        if deleted:
+            logger.info("retention deleted %d run(s) finished before %s", deleted, cutoff)
+            events.runs_pruned.send(sender=type(self), deleted=deleted)
+        return RetentionResult(deleted=deleted, batches=batches)

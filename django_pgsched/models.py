@@ -1,0 +1,516 @@
+"""Schedules, their runs, and the attempts of each run.
+
+The database enforces what matters (see the migration for the CHECKs and
+triggers that Django's ``Meta`` cannot express): one run per occurrence,
+exactly one of cron / interval, attempt numbers within 1..8, whole-second
+occurrence times, and the lease columns consistent with the run's status.
+Validation in :meth:`Schedule.clean` gives readable messages first; the
+constraints are the backstop for raw SQL and ``QuerySet.update()``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, ClassVar
+
+from django.core.exceptions import ValidationError
+from django.db import connections, models
+from django.db.models.functions import Now
+
+from . import timetable
+from .conf import get_settings
+from .payload import validate_kwargs
+from .registry import require_job, validate_max_attempts, validate_queue, validate_timeout
+
+# the columns that define a schedule's lattice of occurrences
+LATTICE_FIELDS = ("cron", "interval", "anchor")
+
+
+class ScheduleStatus(models.TextChoices):
+    ACTIVE = "active", "active"
+    PAUSED = "paused", "paused"
+    BROKEN = "broken", "broken (see last error)"
+
+
+class MisfirePolicy(models.TextChoices):
+    SKIP = "skip", "skip: run nothing that was missed"
+    LATEST = "latest", "latest: run the most recent missed occurrence"
+    CATCH_UP = "catch_up", "catch up: run up to catch_up_limit missed occurrences"
+
+
+class RunStatus(models.TextChoices):
+    PENDING = "pending", "pending"
+    RUNNING = "running", "running"
+    RETRYING = "retrying", "retrying"
+    SUCCEEDED = "succeeded", "succeeded"
+    FAILED = "failed", "failed"
+    CANCELLED = "cancelled", "cancelled"
+
+
+TERMINAL_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
+CLAIMABLE_STATUSES = (RunStatus.PENDING, RunStatus.RETRYING)
+
+
+class AttemptStatus(models.TextChoices):
+    SUCCEEDED = "succeeded", "succeeded"
+    FAILED = "failed", "failed"
+    TIMED_OUT = "timed_out", "timed out"
+    LOST = "lost", "lost (lease expired)"
+    CANCELLED = "cancelled", "cancelled"
+
+
+def _default_policy() -> str:
+    return get_settings().DEFAULT_MISFIRE_POLICY
+
+
+def _default_catch_up_limit() -> int:
+    return get_settings().DEFAULT_CATCH_UP_LIMIT
+
+
+def db_now(using: str | None = None) -> datetime:
+    """The database's clock (``statement_timestamp()``): the one time authority."""
+    alias = using or get_settings().DATABASE_ALIAS
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        value: datetime = cursor.fetchone()[0]
+    return value
+
+
+class ScheduleQuerySet(models.QuerySet["Schedule"]):
+    def active(self) -> ScheduleQuerySet:
+        return self.filter(status=ScheduleStatus.ACTIVE)
+
+
+class Schedule(models.Model):
+    """A cron or interval schedule that fires a registered job."""
+
+    name = models.CharField(max_length=200, unique=True)
+    job = models.CharField(max_length=200, help_text="Name of a registered @job.")
+    kwargs = models.JSONField(
+        default=dict, db_default={}, blank=True, help_text="Keyword arguments (JSON object)."
+    )
+    cron = models.CharField(
+        max_length=timetable.MAX_CRON_LENGTH,
+        null=True,
+        blank=True,
+        help_text="UTC cron: 5 fields (min hour dom month dow) or 6 with seconds first.",
+    )
+    interval = models.DurationField(
+        null=True, blank=True, help_text="Fire every this many whole seconds (instead of cron)."
+    )
+    anchor = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Interval schedules fire at anchor + k x interval. Default: creation time.",
+    )
+    status = models.CharField(
+        max_length=16,
+        choices=ScheduleStatus.choices,
+        default=ScheduleStatus.ACTIVE,
+        db_default=ScheduleStatus.ACTIVE,
+    )
+    next_fire_at = models.DateTimeField(null=True, blank=True)
+    last_fire_at = models.DateTimeField(null=True, blank=True)
+    misfire_policy = models.CharField(
+        max_length=16,
+        choices=MisfirePolicy.choices,
+        default=_default_policy,
+        db_default=MisfirePolicy.LATEST,
+    )
+    catch_up_limit = models.PositiveIntegerField(default=_default_catch_up_limit, db_default=10)
+    misfire_grace = models.DurationField(
+        null=True,
+        blank=True,
+        help_text="An occurrence later than this is missed. Empty: PGSCHED['MISFIRE_GRACE'].",
+    )
+    skipped_occurrences = models.BigIntegerField(default=0, db_default=0)
+    max_attempts = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="1 to 8. Empty: the job's default."
+    )
+    timeout = models.DurationField(null=True, blank=True, help_text="Empty: the job's default.")
+    queue = models.CharField(
+        max_length=100, null=True, blank=True, help_text="Empty: the job's default."
+    )
+    source = models.CharField(
+        max_length=16,
+        default="database",
+        db_default="database",
+        editable=False,
+        help_text="'settings' for schedules declared in PGSCHED['SCHEDULES'].",
+    )
+    last_error = models.TextField(blank=True, default="", db_default="", editable=False)
+    created_at = models.DateTimeField(db_default=Now(), editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects: ClassVar[ScheduleQuerySet] = ScheduleQuerySet.as_manager()  # type: ignore[assignment]
+
+    class Meta:
+        db_table = "pgsched_schedule"
+        ordering = ("name",)
+        permissions = (
+            ("pause_schedule", "Can pause and resume schedules"),
+            ("run_schedule_now", "Can run a schedule now"),
+        )
+        constraints = (
+            models.CheckConstraint(
+                condition=(
+                    models.Q(cron__isnull=False, interval__isnull=True)
+                    | models.Q(cron__isnull=True, interval__isnull=False)
+                ),
+                name="pgsched_schedule_cron_xor_interval",
+                violation_error_message="Set exactly one of cron and interval.",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(status__in=ScheduleStatus.values),
+                name="pgsched_schedule_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(misfire_policy__in=MisfirePolicy.values),
+                name="pgsched_schedule_policy_valid",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(catch_up_limit__gte=1, catch_up_limit__lte=1000),
+                name="pgsched_schedule_catch_up_limit_range",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(max_attempts__isnull=True)
+                | models.Q(max_attempts__gte=1, max_attempts__lte=8),
+                name="pgsched_schedule_max_attempts_range",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(skipped_occurrences__gte=0),
+                name="pgsched_schedule_skipped_non_negative",
+            ),
+        )
+        # the due index is an expression index created in the migration:
+        # (coalesce(next_fire_at, '-infinity')) WHERE status = 'active'
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def kind(self) -> str:
+        return "cron" if self.cron else "interval"
+
+    def get_timetable(self) -> timetable.Timetable:
+        """The lattice of occurrences; raises ``TimetableError`` for a bad definition."""
+        if self.cron:
+            return timetable.cron(self.cron)
+        if self.interval is None:
+            raise timetable.TimetableError("interval", "missing", "set exactly one of cron and interval")
+        if self.anchor is None:
+            raise timetable.TimetableError("anchor", "missing", "anchor: required for interval schedules")
+        return timetable.interval(self.interval, self.anchor)
+
+    # -- validation -------------------------------------------------------------
+
+    def clean(self) -> None:
+        errors: dict[str, list[str]] = {}
+
+        def add(field: str, exc: ValidationError | timetable.TimetableError) -> None:
+            messages = exc.messages if isinstance(exc, ValidationError) else [str(exc)]
+            errors.setdefault(field, []).extend(messages)
+
+        settings = get_settings()
+        try:
+            require_job(self.job)
+        except ValidationError as exc:
+            add("job", exc)
+        try:
+            self.kwargs = validate_kwargs(
+                self.kwargs,
+                max_bytes=settings.MAX_PAYLOAD_BYTES,
+                max_depth=settings.MAX_PAYLOAD_DEPTH,
+            )
+        except ValidationError as exc:
+            add("kwargs", exc)
+        if self.cron == "":
+            self.cron = None
+        if self.cron is not None and self.interval is not None:
+            add("cron", ValidationError("cron: set either cron or interval, not both"))
+        elif self.cron is None and self.interval is None:
+            add("cron", ValidationError("cron: set a cron expression or an interval"))
+        elif self.cron is not None:
+            try:
+                timetable.cron(self.cron)
+            except timetable.TimetableError as exc:
+                add("cron", exc)
+        else:
+            try:
+                timetable.validate_interval(self.interval)
+            except timetable.TimetableError as exc:
+                add("interval", exc)
+        if self.anchor is not None:
+            try:
+                timetable.validate_anchor(self.anchor)
+            except timetable.TimetableError as exc:
+                add("anchor", exc)
+        if self.misfire_policy not in MisfirePolicy.values:
+            add(
+                "misfire_policy",
+                ValidationError(
+                    f"misfire_policy: {self.misfire_policy!r} is not one of "
+                    f"{', '.join(MisfirePolicy.values)}"
+                ),
+            )
+        if (
+            not isinstance(self.catch_up_limit, int)
+            or isinstance(self.catch_up_limit, bool)
+            or not 1 <= self.catch_up_limit <= 1000
+        ):
+            add(
+                "catch_up_limit",
+                ValidationError(
+                    f"catch_up_limit: must be an integer from 1 to 1000, got {self.catch_up_limit!r}"
+                ),
+            )
+        if self.misfire_grace is not None and (
+            not isinstance(self.misfire_grace, timedelta)
+            or self.misfire_grace < timedelta(0)
+            or self.misfire_grace > timedelta(days=366)
+        ):
+            add(
+                "misfire_grace",
+                ValidationError(
+                    f"misfire_grace: must be between 0 seconds and 366 days, got {self.misfire_grace!r}"
+                ),
+            )
+        for field, validator in (
+            ("max_attempts", validate_max_attempts),
+            ("timeout", validate_timeout),
+            ("queue", validate_queue),
+        ):
+            value = getattr(self, field)
+            if value is not None:
+                try:
+                    validator(value)
+                except ValidationError as exc:
+                    add(field, exc)
+        if self.status not in ScheduleStatus.values:
+            add(
+                "status",
+                ValidationError(
+                    f"status: {self.status!r} is not one of {', '.join(ScheduleStatus.values)}"
+                ),
+            )
+        if errors:
+            raise ValidationError(errors)
+
+    # -- persistence ---------------------------------------------------------------
+
+    @classmethod
+    def from_db(cls, db: str | None, field_names: Any, values: Any, **kwargs: Any) -> Schedule:
+        instance = super().from_db(db, field_names, values, **kwargs)
+        instance._remember()
+        return instance
+
+    def _remember(self) -> None:
+        # __dict__, not getattr: a deferred field must not cost a query here
+        self._loaded = {f: self.__dict__.get(f) for f in (*LATTICE_FIELDS, "status", "next_fire_at")}
+
+    def _lattice_changed(self) -> bool:
+        loaded: dict[str, Any] | None = getattr(self, "_loaded", None)
+        return loaded is not None and any(loaded[f] != self.__dict__.get(f) for f in LATTICE_FIELDS)
+
+    def _needs_first_fire(self) -> bool:
+        if self.next_fire_at is None:
+            return True
+        loaded: dict[str, Any] | None = getattr(self, "_loaded", None)
+        if loaded is None or loaded["next_fire_at"] != self.next_fire_at:
+            return False  # new with an explicit first fire, or set explicitly
+        if self._lattice_changed():
+            return True
+        return loaded["status"] != ScheduleStatus.ACTIVE and self.status == ScheduleStatus.ACTIVE
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Save; a new, resumed or re-timed schedule fires first after the database's now().
+
+        Occurrences while a schedule was paused are not caught up. The same rule
+        holds for raw SQL and ``QuerySet.update()``: a trigger clears
+        ``next_fire_at`` and the planner recomputes it from the database clock.
+        """
+        if self.cron == "":
+            self.cron = None
+        if self.status == ScheduleStatus.BROKEN and self._lattice_changed():
+            self.status = ScheduleStatus.ACTIVE  # the definition was fixed
+            self.last_error = ""
+        using = kwargs.get("using") or get_settings().DATABASE_ALIAS
+        if self._needs_first_fire() or (self.interval is not None and self.anchor is None):
+            now = db_now(using)
+            if self.interval is not None and self.anchor is None:
+                self.anchor = now.replace(microsecond=0)
+            if self.status == ScheduleStatus.ACTIVE or self.next_fire_at is None:
+                try:
+                    self.next_fire_at = self.get_timetable().next_after(now)
+                except timetable.TimetableError:
+                    self.next_fire_at = None  # the planner marks the schedule broken
+            update_fields = kwargs.get("update_fields")
+            if update_fields is not None:
+                kwargs["update_fields"] = {*update_fields, "next_fire_at", "anchor"}
+        super().save(*args, **kwargs)
+        self._remember()
+
+
+class JobRunQuerySet(models.QuerySet["JobRun"]):
+    def claimable(self) -> JobRunQuerySet:
+        return self.filter(status__in=CLAIMABLE_STATUSES)
+
+    def running(self) -> JobRunQuerySet:
+        return self.filter(status=RunStatus.RUNNING)
+
+    def terminal(self) -> JobRunQuerySet:
+        return self.filter(status__in=TERMINAL_STATUSES)
+
+    def unfinished(self) -> JobRunQuerySet:
+        return self.exclude(status__in=TERMINAL_STATUSES)
+
+
+class JobRun(models.Model):
+    """One run of a job: an occurrence of a schedule, or a one-off enqueued run."""
+
+    schedule = models.ForeignKey(
+        Schedule,
+        null=True,
+        blank=True,
+        related_name="runs",
+        # ON DELETE SET NULL is enforced by the database (see the migration), so
+        # deleting a schedule with a long history is one statement, not a loop.
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,  # the unique (schedule_id, scheduled_for) index serves lookups
+    )
+    schedule_name = models.CharField(max_length=200, null=True, blank=True)
+    scheduled_for = models.DateTimeField()
+    idempotency_key = models.CharField(max_length=200)
+    job = models.CharField(max_length=200)
+    kwargs = models.JSONField(default=dict, db_default={}, blank=True)
+    queue = models.CharField(max_length=100)
+    status = models.CharField(
+        max_length=16, choices=RunStatus.choices, default=RunStatus.PENDING, db_default="pending"
+    )
+    fire_after = models.DateTimeField()
+    attempts = models.PositiveSmallIntegerField(default=0, db_default=0)
+    max_attempts = models.PositiveSmallIntegerField()
+    timeout = models.DurationField()
+    claimed_by = models.UUIDField(null=True, blank=True, help_text="Lease token of the claim.")
+    worker = models.CharField(max_length=200, null=True, blank=True, help_text="Who holds the lease.")
+    claim_expires_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    note = models.TextField(blank=True, default="", db_default="")
+    created_at = models.DateTimeField(db_default=Now(), editable=False)
+
+    objects: ClassVar[JobRunQuerySet] = JobRunQuerySet.as_manager()  # type: ignore[assignment]
+
+    class Meta:
+        db_table = "pgsched_job_run"
+        verbose_name = "run"
+        ordering = ("-scheduled_for", "-id")
+        permissions = (
+            ("retry_jobrun", "Can retry runs"),
+            ("cancel_jobrun", "Can cancel runs"),
+        )
+        constraints = (
+            # The hard guard against duplicate fires (seed: ADR 0033, guard 2).
+            models.UniqueConstraint(
+                fields=("schedule", "scheduled_for"),
+                condition=models.Q(schedule__isnull=False),
+                name="pgsched_one_run_per_occurrence",
+            ),
+            # a constraint rather than unique=True: no extra LIKE index on the hot table
+            models.UniqueConstraint(fields=("idempotency_key",), name="pgsched_run_idempotency_key"),
+            models.CheckConstraint(
+                condition=models.Q(status__in=RunStatus.values), name="pgsched_run_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(attempts__gte=0, attempts__lte=8),
+                name="pgsched_run_attempts_range",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(max_attempts__gte=1, max_attempts__lte=8),
+                name="pgsched_run_max_attempts_range",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(attempts__lte=models.F("max_attempts")),
+                name="pgsched_run_attempts_within_max",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(timeout__gte=timedelta(seconds=1)),
+                name="pgsched_run_timeout_positive",
+            ),
+            # a lease exists exactly while the run is running
+            models.CheckConstraint(
+                condition=(
+                    models.Q(status="running", claimed_by__isnull=False, claim_expires_at__isnull=False)
+                    | (
+                        ~models.Q(status="running")
+                        & models.Q(claimed_by__isnull=True, claim_expires_at__isnull=True)
+                    )
+                ),
+                name="pgsched_run_lease_iff_running",
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(status__in=TERMINAL_STATUSES) | models.Q(finished_at__isnull=False),
+                name="pgsched_run_terminal_has_finished_at",
+            ),
+        )
+        indexes = (
+            models.Index(
+                fields=("fire_after",),
+                condition=models.Q(status__in=CLAIMABLE_STATUSES),
+                name="pgsched_run_claimable_idx",
+            ),
+            models.Index(
+                fields=("started_at",),
+                condition=models.Q(status="running"),
+                name="pgsched_run_running_idx",
+            ),
+            models.Index(
+                fields=("finished_at",),
+                condition=models.Q(finished_at__isnull=False),
+                name="pgsched_run_finished_idx",
+            ),
+        )
+
+    def __str__(self) -> str:
+        label = self.schedule_name or self.job
+        return f"{label} @ {self.scheduled_for:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+class Attempt(models.Model):
+    """One delivery of a run: numbered 1..8, written with the run's outcome."""
+
+    job_run = models.ForeignKey(
+        JobRun,
+        on_delete=models.DO_NOTHING,  # ON DELETE CASCADE in the database (migration)
+        db_constraint=False,
+        db_index=False,  # the unique (job_run_id, number) index serves lookups
+    )
+    number = models.PositiveSmallIntegerField()
+    status = models.CharField(max_length=16, choices=AttemptStatus.choices)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField()
+    worker = models.CharField(max_length=200, blank=True, default="", db_default="")
+    error = models.TextField(blank=True, default="", db_default="")
+
+    class Meta:
+        db_table = "pgsched_attempt"
+        ordering = ("job_run_id", "number")
+        constraints = (
+            models.UniqueConstraint(fields=("job_run", "number"), name="pgsched_attempt_once"),
+            models.CheckConstraint(
+                condition=models.Q(number__gte=1, number__lte=8),
+                name="pgsched_attempt_number_range",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(status__in=AttemptStatus.values),
+                name="pgsched_attempt_status_valid",
+            ),
+        )
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of run {self.job_run_id}: {self.status}"

@@ -1,0 +1,236 @@
+"""The planner: turns due schedule occurrences into runs, in every replica.
+
+One :meth:`Planner.run_once` is one short transaction:
+
+1. claim up to a batch of active schedules due within the lookahead, with
+   ``FOR NO KEY UPDATE SKIP LOCKED`` (two planners take different rows);
+2. compute each schedule's due occurrences and apply its misfire policy
+   (pure Python, memoised per distinct lattice and from-time);
+3. in one statement, insert the runs with ``ON CONFLICT DO NOTHING`` against
+   the unique ``(schedule_id, scheduled_for)`` index, advance ``next_fire_at``,
+   add the discarded occurrences to ``skipped_occurrences``, and NOTIFY the
+   executors once.
+
+A crash anywhere rolls the whole pass back: the schedule keeps its old
+``next_fire_at`` and the next planner picks it up. A schedule whose definition
+cannot be evaluated is marked ``broken`` with the reason, and the rest of the
+batch goes ahead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import DatabaseError, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from . import db, events, timetable
+from .conf import Settings, get_settings
+from .policies import Decision, decide
+from .registry import get_job
+
+logger = logging.getLogger(__name__)
+
+MAX_RUNS_PER_SCHEDULE = 2000
+LAST_FIRE_TIME = datetime(9999, 1, 1, tzinfo=UTC)  # the CHECK on pgsched_schedule.next_fire_at
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """What one planner pass did."""
+
+    db_now: datetime | None = None
+    schedules: int = 0  # schedules claimed and advanced
+    created: int = 0  # runs inserted
+    skipped: int = 0  # occurrences discarded by misfire policies
+    broken: tuple[int, ...] = ()  # schedules marked broken
+    created_by: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    skipped_by: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
+    batch_full: bool = False  # more may be due right now: plan again without sleeping
+
+
+@dataclass
+class _Row:
+    """A claimed schedule row and what the pass decided for it."""
+
+    id: int
+    name: str
+    job: str
+    cron: str | None
+    interval: timedelta | None
+    anchor: datetime | None
+    next_fire_at: datetime | None
+    policy: str
+    catch_up_limit: int
+    grace: timedelta | None
+    max_attempts: int | None
+    timeout: timedelta | None
+    queue: str | None
+    decision: Decision | None = None
+    error: str = ""
+
+    @property
+    def kind(self) -> str:
+        return "cron" if self.cron else "interval"
+
+
+class Planner:
+    """Materialises due occurrences as runs. ``run_once()`` does one pass."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings | None = None,
+        batch: int | None = None,
+        using: str | None = None,
+    ) -> None:
+        self.settings = settings or get_settings()
+        self.batch = batch or self.settings.PLANNER_BATCH
+        self.using = using or self.settings.DATABASE_ALIAS
+
+    def run_once(self, now: datetime | None = None) -> PlanResult:
+        """Plan one batch. ``now`` overrides the database clock (tests only)."""
+        with db.session("planner", self.using) as conn:
+            with transaction.atomic(using=self.using):
+                result = self._pass(conn, now)
+        if result.schedules:
+            events.occurrences_planned.send(
+                sender=type(self),
+                created=result.created_by,
+                skipped=result.skipped_by,
+                broken=result.broken,
+            )
+        events.loop_ticked.send(sender=type(self), loop="planner", db_now=result.db_now)
+        return result
+
+    def _pass(self, conn: BaseDatabaseWrapper, now: datetime | None) -> PlanResult:
+        s = self.settings
+        claimed = db.fetchall(
+            conn,
+            "planner_claim",
+            {"now": now, "lookahead": s.PLANNER_LOOKAHEAD, "batch": self.batch},
+        )
+        db_now: datetime = claimed[0][0]
+        rows = [_Row(*r[1:]) for r in claimed if r[1] is not None]
+        if not rows:
+            return PlanResult(db_now=db_now)
+
+        memo: dict[tuple[Any, ...], Decision] = {}
+        for row in rows:
+            self._decide(row, db_now, memo)
+
+        try:
+            with transaction.atomic(using=self.using):  # a savepoint: isolate a bad row below
+                inserted = self._apply(conn, rows)
+        except DatabaseError:
+            logger.warning("planner batch failed; retrying its schedules one by one", exc_info=True)
+            inserted = []
+            for row in rows:
+                try:
+                    with transaction.atomic(using=self.using):
+                        inserted += self._apply(conn, [row])
+                except DatabaseError as exc:
+                    row.decision, row.error = None, f"could not store its runs: {exc}"[:2000]
+                    with transaction.atomic(using=self.using):
+                        self._apply(conn, [row])
+        return self._result(db_now, rows, inserted)
+
+    def _decide(self, row: _Row, db_now: datetime, memo: dict[tuple[Any, ...], Decision]) -> None:
+        s = self.settings
+        grace = row.grace if row.grace is not None else s.MISFIRE_GRACE
+        key = (row.cron, row.interval, row.anchor, row.next_fire_at, row.policy,
+               row.catch_up_limit, grace)
+        try:
+            decision = memo.get(key)
+            if decision is None:
+                lattice = (
+                    timetable.cron(row.cron)
+                    if row.cron
+                    else timetable.interval(_required(row.interval), _required(row.anchor))
+                )
+                decision = decide(
+                    lattice,
+                    next_fire_at=row.next_fire_at,
+                    now=db_now,
+                    lookahead=s.PLANNER_LOOKAHEAD,
+                    grace=grace,
+                    policy=row.policy,
+                    catch_up_limit=row.catch_up_limit,
+                    max_runs=MAX_RUNS_PER_SCHEDULE,
+                )
+                if decision.next_fire_at >= LAST_FIRE_TIME:
+                    raise ValueError(f"next occurrence {decision.next_fire_at} is out of range")
+                memo[key] = decision
+            row.decision = decision
+        except (timetable.TimetableError, ValueError, OverflowError, TypeError) as exc:
+            row.error = f"cannot compute occurrences: {exc}"[:2000]
+            logger.error("schedule %s (%s) is broken: %s", row.id, row.name, row.error)
+
+    def _resolved(self, row: _Row) -> tuple[str, int, timedelta]:
+        """The run's queue, max_attempts and timeout: schedule, else job, else settings."""
+        s = self.settings
+        spec = get_job(row.job)
+        queue = row.queue or (spec.queue if spec else None) or s.DEFAULT_QUEUE
+        attempts = row.max_attempts or (spec.max_attempts if spec else None) or s.DEFAULT_MAX_ATTEMPTS
+        timeout = row.timeout or (spec.timeout if spec else None) or s.DEFAULT_TIMEOUT
+        return queue, attempts, timeout
+
+    def _apply(self, conn: BaseDatabaseWrapper, rows: Sequence[_Row]) -> list[int]:
+        """Insert runs and advance schedules in one statement; return the inserted runs' schedule ids."""
+        params: dict[str, list[Any]] = {
+            k: []
+            for k in (
+                "ids", "queues", "max_attempts", "timeouts", "next_fire_at", "last_fire_at",
+                "skipped", "status", "errors", "run_schedule_ids", "run_times",
+            )
+        }
+        for row in rows:
+            queue, attempts, timeout = self._resolved(row)
+            d = row.decision
+            params["ids"].append(row.id)
+            params["queues"].append(queue)
+            params["max_attempts"].append(attempts)
+            params["timeouts"].append(timeout)
+            params["next_fire_at"].append(d.next_fire_at if d else row.next_fire_at)
+            params["last_fire_at"].append(d.runs[-1] if d and d.runs else None)
+            params["skipped"].append(d.skipped if d else 0)
+            params["status"].append("active" if d else "broken")
+            params["errors"].append("" if d else row.error)
+            if d:
+                params["run_schedule_ids"].extend([row.id] * len(d.runs))
+                params["run_times"].extend(d.runs)
+        (_advanced, inserted, _notified), = db.fetchall(conn, "planner_apply", params)
+        return list(inserted)
+
+    def _result(self, db_now: datetime, rows: Sequence[_Row], inserted: list[int]) -> PlanResult:
+        by_id = {row.id: row for row in rows}
+        created_by: Counter[tuple[str, str, str]] = Counter()
+        for schedule_id in inserted:
+            row = by_id[schedule_id]
+            created_by[(self._resolved(row)[0], row.job, row.kind)] += 1
+        skipped_by: Counter[tuple[str, str, str, str]] = Counter()
+        for row in rows:
+            if row.decision and row.decision.skipped:
+                key = (self._resolved(row)[0], row.job, row.kind, row.policy)
+                skipped_by[key] += row.decision.skipped
+        return PlanResult(
+            db_now=db_now,
+            schedules=len(rows),
+            created=len(inserted),
+            skipped=sum(skipped_by.values()),
+            broken=tuple(row.id for row in rows if row.decision is None),
+            created_by=dict(created_by),
+            skipped_by=dict(skipped_by),
+            batch_full=len(rows) >= self.batch,
+        )
+
+
+def _required(value: Any) -> Any:
+    if value is None:
+        raise timetable.TimetableError("interval", "missing", "interval: schedule has no anchor or interval")
+    return value

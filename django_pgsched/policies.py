@@ -1,0 +1,112 @@
+"""Policies as pure functions: misfire (which due occurrences become runs) and retry backoff.
+
+Pure functions over a :class:`~django_pgsched.timetable.Timetable`; the planner
+calls :func:`decide` once per distinct (lattice, from-time) in a batch.
+
+Given the database time ``now``, the due occurrences of a schedule are
+``D = lattice ∩ [next_fire_at, now + lookahead]``. An occurrence ``t`` is
+*missed* when ``t < now − grace``, otherwise *on time*.
+
+========  ====================  ==============================================
+policy    on-time occurrences   missed occurrences
+========  ====================  ==============================================
+skip      run                   all discarded and counted
+latest    run                   the most recent runs; the rest are counted
+catch_up  run                   the most recent ``limit`` run; older counted
+========  ====================  ==============================================
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from .timetable import Timetable
+
+SECOND = timedelta(seconds=1)
+POLICIES = ("skip", "latest", "catch_up")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one schedule in one planner pass."""
+
+    runs: tuple[datetime, ...]  # occurrences to materialise, ascending
+    skipped: int  # missed occurrences discarded by the policy
+    next_fire_at: datetime  # first occurrence not yet decided
+
+
+def floor_second(t: datetime) -> datetime:
+    return t.replace(microsecond=0)
+
+
+def ceil_second(t: datetime) -> datetime:
+    return t if t.microsecond == 0 else t.replace(microsecond=0) + SECOND
+
+
+def decide(
+    lattice: Timetable,
+    *,
+    next_fire_at: datetime | None,
+    now: datetime,
+    lookahead: timedelta,
+    grace: timedelta,
+    policy: str,
+    catch_up_limit: int,
+    max_runs: int = 2000,
+) -> Decision:
+    """Apply ``policy`` to the occurrences due by ``now + lookahead``.
+
+    ``next_fire_at=None`` means "new, resumed or re-timed": the schedule starts
+    with its first occurrence after ``now`` and nothing counts as missed.
+    At most ``max_runs`` runs are returned; the rest are decided next pass
+    (``next_fire_at`` is then the first occurrence not materialised).
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"misfire_policy: {policy!r} is not one of {', '.join(POLICIES)}")
+    # occurrences are whole seconds, so "t <= now + lookahead" is "t < end"
+    end = floor_second(now + lookahead) + SECOND
+    if next_fire_at is None:
+        start = lattice.next_after(now)
+        missed_end = start
+    else:
+        start = next_fire_at
+        # "t < now - grace" for whole-second t is "t < ceil(now - grace)"
+        missed_end = max(start, min(ceil_second(now - grace), end))
+
+    missed = lattice.count(start, missed_end) if missed_end > start else 0
+    if missed == 0 or policy == "skip":
+        kept: list[datetime] = []
+    elif policy == "latest":
+        kept = lattice.latest(start, missed_end, 1)
+    else:
+        kept = lattice.latest(start, missed_end, catch_up_limit)
+    skipped = missed - len(kept)
+
+    runs = kept
+    budget = max_runs - len(runs)
+    on_time_start = max(start, missed_end)
+    if budget > 0:
+        for t in lattice.occurrences(on_time_start, end):
+            if budget == 0:
+                return Decision(tuple(runs), skipped, t)
+            runs.append(t)
+            budget -= 1
+    elif on_time_start < end:
+        following = lattice.next_after(on_time_start - SECOND)
+        if following < end:
+            return Decision(tuple(runs), skipped, following)
+    return Decision(tuple(runs), skipped, lattice.next_after(end - SECOND))
+
+
+def retry_delay(attempt: int, *, base: timedelta, cap: timedelta, jitter: float) -> float:
+    """Seconds to wait before retrying after ``attempt`` (1-based) failed.
+
+    Exponential (``base × 2^(attempt−1)``, at most ``cap``) with "equal jitter":
+    ``jitter`` in [0, 1) spreads the delay over its upper half so replicas that
+    failed together do not retry together.
+    """
+    exponent = max(0, min(attempt - 1, 30))
+    delay = min(cap.total_seconds(), base.total_seconds() * math.pow(2, exponent))
+    return delay / 2 + delay / 2 * jitter

@@ -1,0 +1,286 @@
+-- The scheduler's hot-path SQL, one named block per statement.
+-- Loaded by queries.py. Parameters use the %(name)s style.
+--
+-- Every statement that decides "is it due / has it expired" takes its time
+-- from the database: coalesce(%(now)s, <database clock>). Tests pass an
+-- explicit %(now)s to travel in time; the runner always passes NULL.
+
+
+-- name: planner_claim
+-- Claim due schedules (ADR guard 1: FOR NO KEY UPDATE SKIP LOCKED, so two
+-- planners take different rows instead of waiting on each other). A NULL
+-- next_fire_at means "new, resumed or re-timed: fire first after now".
+-- The first row always carries the database time, even when nothing is due.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, statement_timestamp()) AS now
+)
+SELECT clock.now, s.id, s.name, s.job, s.cron, s."interval", s.anchor, s.next_fire_at,
+       s.misfire_policy, s.catch_up_limit, s.misfire_grace, s.max_attempts, s.timeout, s.queue
+  FROM clock
+  LEFT JOIN LATERAL (
+        SELECT *
+          FROM pgsched_schedule
+         WHERE status = 'active'
+           AND coalesce(next_fire_at, '-infinity'::timestamptz) <= clock.now + %(lookahead)s
+         ORDER BY coalesce(next_fire_at, '-infinity'::timestamptz)
+         LIMIT %(batch)s
+           FOR NO KEY UPDATE SKIP LOCKED
+       ) s ON true;
+
+
+-- name: planner_apply
+-- One statement per batch: insert the runs (ADR guard 2: the unique index on
+-- (schedule_id, scheduled_for) and ON CONFLICT DO NOTHING), advance every
+-- claimed schedule, add the skipped occurrences, mark broken rows, and wake
+-- the executors once if anything was inserted.
+WITH plan AS (
+    SELECT *
+      FROM unnest(%(ids)s::bigint[], %(queues)s::text[], %(max_attempts)s::smallint[],
+                  %(timeouts)s::interval[], %(next_fire_at)s::timestamptz[],
+                  %(last_fire_at)s::timestamptz[], %(skipped)s::bigint[], %(status)s::text[],
+                  %(errors)s::text[])
+        AS p(id, queue, max_attempts, timeout, next_fire_at, last_fire_at, skipped, status, last_error)
+),
+occurrence AS (
+    SELECT *
+      FROM unnest(%(run_schedule_ids)s::bigint[], %(run_times)s::timestamptz[])
+        AS o(schedule_id, scheduled_for)
+),
+inserted AS (
+    INSERT INTO pgsched_job_run
+           (schedule_id, schedule_name, scheduled_for, idempotency_key, job, kwargs, queue, status,
+            fire_after, attempts, max_attempts, timeout, note)
+    SELECT s.id, s.name, o.scheduled_for,
+           'pgsched:' || s.id || ':'
+               || to_char(o.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+           s.job, s.kwargs, p.queue, 'pending', o.scheduled_for, 0, p.max_attempts, p.timeout, ''
+      FROM occurrence o
+      JOIN plan p ON p.id = o.schedule_id
+      JOIN pgsched_schedule s ON s.id = o.schedule_id
+     ORDER BY o.scheduled_for, s.id
+        ON CONFLICT DO NOTHING
+    RETURNING id, schedule_id
+),
+advanced AS (
+    UPDATE pgsched_schedule s
+       SET next_fire_at = p.next_fire_at,
+           last_fire_at = coalesce(p.last_fire_at, s.last_fire_at),
+           skipped_occurrences = s.skipped_occurrences + p.skipped,
+           status = p.status,
+           last_error = p.last_error
+      FROM plan p
+     WHERE s.id = p.id
+    RETURNING s.id
+)
+SELECT (SELECT count(*) FROM advanced),
+       ARRAY(SELECT schedule_id FROM inserted),
+       (SELECT pg_notify('pgsched_wait', left(string_agg(id::text, ','), 7000)) FROM inserted
+         HAVING count(*) > 0);
+
+
+-- name: executor_claim
+-- Claim at most %(limit)s runs (the idle slots: lease rule 1). Each claimed
+-- run gets a fresh lease token; the attempt is counted here, at the claim.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+),
+candidate AS MATERIALIZED (
+    SELECT r.id
+      FROM pgsched_job_run r, clock
+     WHERE r.status IN ('pending', 'retrying')
+       AND r.fire_after <= clock.now
+       AND (r.claim_expires_at IS NULL OR r.claim_expires_at < clock.now)
+       AND r.attempts < r.max_attempts
+       AND r.job = ANY(%(jobs)s::text[])
+       AND (%(queues)s::text[] IS NULL OR r.queue = ANY(%(queues)s::text[]))
+     ORDER BY r.fire_after
+     LIMIT %(limit)s
+       FOR NO KEY UPDATE OF r SKIP LOCKED
+)
+UPDATE pgsched_job_run r
+   SET status = 'running',
+       attempts = least(r.attempts + 1, 8),
+       claimed_by = gen_random_uuid(),
+       worker = %(worker)s,
+       claim_expires_at = clock.now + r.timeout * %(lease_factor)s,
+       started_at = clock.now
+  FROM candidate c, clock
+ WHERE r.id = c.id
+RETURNING r.id, r.claimed_by, r.attempts, r.max_attempts, r.timeout, r.job, r.queue, r.kwargs,
+          r.schedule_name, r.scheduled_for, r.idempotency_key, r.fire_after, r.started_at;
+
+
+-- name: executor_next_due
+-- When the next claimable run becomes due (NULL: nothing pending).
+SELECT min(fire_after), clock_timestamp()
+  FROM pgsched_job_run
+ WHERE status IN ('pending', 'retrying')
+   AND attempts < max_attempts
+   AND job = ANY(%(jobs)s::text[])
+   AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]));
+
+
+-- name: executor_renew
+-- Lease rule 2: extend the leases still ours; a missing id means the lease is lost.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+)
+UPDATE pgsched_job_run r
+   SET claim_expires_at = clock.now + r.timeout * %(lease_factor)s
+  FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[]) AS l(id, token), clock
+ WHERE r.id = l.id
+   AND r.claimed_by = l.token
+   AND r.status = 'running'
+RETURNING r.id, r.claim_expires_at;
+
+
+-- name: executor_complete
+-- Lease rule 3: terminal or retry state plus the attempt row, in one statement,
+-- only for runs whose lease token is still ours. %(delays)s NULL = do not retry.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+),
+outcome AS (
+    SELECT o.*, r.attempts, r.max_attempts,
+           CASE WHEN o.result = 'succeeded' THEN 'succeeded'
+                WHEN o.delay IS NULL OR r.attempts >= r.max_attempts THEN 'failed'
+                ELSE 'retrying'
+           END AS next_status
+      FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(results)s::text[], %(errors)s::text[],
+                  %(delays)s::float8[])
+        AS o(id, token, result, error, delay)
+      JOIN pgsched_job_run r ON r.id = o.id
+),
+finished AS (
+    UPDATE pgsched_job_run r
+       SET status = o.next_status,
+           finished_at = CASE WHEN o.next_status = 'retrying' THEN NULL ELSE clock.now END,
+           fire_after = CASE WHEN o.next_status = 'retrying'
+                             THEN clock.now + make_interval(secs => o.delay)
+                             ELSE r.fire_after END,
+           claimed_by = NULL,
+           claim_expires_at = NULL
+      FROM outcome o, clock
+     WHERE r.id = o.id
+       AND r.claimed_by = o.token
+       AND r.status = 'running'
+    RETURNING r.id, r.attempts, r.started_at, r.worker, r.status, o.result, o.error
+),
+recorded AS (
+    INSERT INTO pgsched_attempt (job_run_id, number, status, started_at, finished_at, worker, error)
+    SELECT f.id, f.attempts, f.result, f.started_at, clock.now, coalesce(f.worker, ''), f.error
+      FROM finished f, clock
+    RETURNING job_run_id
+)
+SELECT f.id, f.status, (SELECT count(*) FROM recorded) FROM finished f;
+
+
+-- name: executor_fail_minimal
+-- The fallback when the full completion write failed: never leave the run
+-- 'running' (the reap -> claim -> redeliver cycle would never end).
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+)
+UPDATE pgsched_job_run r
+   SET status = CASE WHEN r.attempts >= r.max_attempts OR %(delay)s::float8 IS NULL
+                     THEN 'failed' ELSE 'retrying' END,
+       finished_at = CASE WHEN r.attempts >= r.max_attempts OR %(delay)s::float8 IS NULL
+                          THEN clock.now END,
+       fire_after = clock.now + make_interval(secs => coalesce(%(delay)s::float8, 0)),
+       claimed_by = NULL,
+       claim_expires_at = NULL,
+       note = %(note)s
+  FROM clock
+ WHERE r.id = %(id)s
+   AND r.claimed_by = %(token)s
+   AND r.status = 'running'
+RETURNING r.id, r.status, r.attempts, r.started_at, r.worker;
+
+
+-- name: executor_release
+-- Give back claimed-but-unstarted runs without consuming an attempt (shutdown).
+UPDATE pgsched_job_run r
+   SET status = CASE WHEN r.attempts <= 1 THEN 'pending' ELSE 'retrying' END,
+       attempts = r.attempts - 1,
+       claimed_by = NULL,
+       claim_expires_at = NULL,
+       started_at = NULL,
+       worker = NULL
+  FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[]) AS l(id, token)
+ WHERE r.id = l.id
+   AND r.claimed_by = l.token
+   AND r.status = 'running'
+RETURNING r.id;
+
+
+-- name: reaper_candidates
+-- Step 1 of expired-lease recovery: a plain read of what looks expired.
+SELECT id, claimed_by, attempts
+  FROM pgsched_job_run
+ WHERE status = 'running'
+   AND claim_expires_at < coalesce(%(now)s::timestamptz, clock_timestamp())
+ ORDER BY claim_expires_at
+ LIMIT %(batch)s;
+
+
+-- name: reaper_reap
+-- Step 2: re-check each row as it is now (status, token, expiry) under a
+-- SKIP LOCKED lock, so a run that finished or was re-claimed since step 1 is
+-- left alone; write the 'lost' attempt in the same statement.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+),
+expired AS MATERIALIZED (
+    SELECT r.id, l.delay
+      FROM pgsched_job_run r
+      JOIN unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(delays)s::float8[]) AS l(id, token, delay)
+        ON r.id = l.id, clock
+     WHERE r.status = 'running'
+       AND r.claimed_by = l.token
+       AND r.claim_expires_at < clock.now
+       FOR NO KEY UPDATE OF r SKIP LOCKED
+),
+reaped AS (
+    UPDATE pgsched_job_run r
+       SET status = CASE WHEN r.attempts >= r.max_attempts THEN 'failed' ELSE 'retrying' END,
+           finished_at = CASE WHEN r.attempts >= r.max_attempts THEN clock.now END,
+           fire_after = clock.now + make_interval(secs => e.delay),
+           claimed_by = NULL,
+           claim_expires_at = NULL
+      FROM expired e, clock
+     WHERE r.id = e.id
+    RETURNING r.id, r.attempts, r.started_at, r.worker, r.status, r.job, r.queue
+),
+recorded AS (
+    INSERT INTO pgsched_attempt (job_run_id, number, status, started_at, finished_at, worker, error)
+    SELECT id, attempts, 'lost', started_at, clock.now, coalesce(worker, ''),
+           'lease expired: the worker stopped renewing it (crashed, frozen or cut off)'
+      FROM reaped, clock
+        ON CONFLICT DO NOTHING
+)
+SELECT id, status, job, queue FROM reaped;
+
+
+-- name: retention_delete
+-- Delete one bounded batch of terminal runs older than the cutoff; their
+-- attempts go with them (ON DELETE CASCADE).
+WITH doomed AS MATERIALIZED (
+    SELECT id
+      FROM pgsched_job_run
+     WHERE finished_at < %(cutoff)s
+       AND status IN ('succeeded', 'failed', 'cancelled')
+     ORDER BY finished_at
+     LIMIT %(batch)s
+       FOR UPDATE SKIP LOCKED
+)
+DELETE FROM pgsched_job_run r
+ USING doomed d
+ WHERE r.id = d.id;
+
+
+-- name: wake_executors
+SELECT pg_notify('pgsched_wait', %(payload)s);
+
+
+-- name: database_now
+SELECT statement_timestamp();

@@ -1,0 +1,137 @@
+"""Upsert the schedules declared in ``PGSCHED["SCHEDULES"]``.
+
+Runs when ``runscheduler`` starts and through ``manage.py pgsched_sync``. It is
+idempotent and safe to run from many replicas at once: unchanged schedules are
+not written (their ``next_fire_at`` is kept), changed ones are updated, and
+schedules that were declared in settings but no longer are, are deleted
+(``prune``). Status is not synced: a declared schedule paused in the admin
+stays paused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+
+from .conf import get_settings
+from .models import Schedule
+
+SYNCED_FIELDS = (
+    "job", "kwargs", "cron", "interval", "anchor", "misfire_policy", "catch_up_limit",
+    "misfire_grace", "max_attempts", "timeout", "queue",
+)
+OPTIONAL_KEYS = frozenset(SYNCED_FIELDS) - {"job"}
+SOURCE = "settings"
+
+
+@dataclass
+class SyncResult:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+
+
+def _seconds(name: str, key: str, value: Any) -> timedelta | None:
+    if value is None or isinstance(value, timedelta):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return timedelta(seconds=value)
+    raise ValidationError(
+        {key: [f"{key}: expected a timedelta or a number of seconds, got {value!r}"]}
+    )
+
+
+def build(name: str, options: Mapping[str, Any]) -> Schedule:
+    """An unsaved, validated :class:`Schedule` from one declaration."""
+    if not isinstance(options, Mapping):
+        raise ValidationError(f"SCHEDULES[{name!r}]: expected a dict of options, got {options!r}")
+    unknown = sorted(set(options) - set(SYNCED_FIELDS))
+    if unknown:
+        raise ValidationError(
+            f"SCHEDULES[{name!r}]: unknown option(s) {', '.join(unknown)}; "
+            f"allowed: {', '.join(SYNCED_FIELDS)}"
+        )
+    values: dict[str, Any] = {"name": name, "source": SOURCE, "kwargs": {}}
+    values.update(options)
+    for key in ("interval", "misfire_grace", "timeout"):
+        values[key] = _seconds(name, key, values.get(key))
+    settings = get_settings()
+    values.setdefault("misfire_policy", settings.DEFAULT_MISFIRE_POLICY)
+    values.setdefault("catch_up_limit", settings.DEFAULT_CATCH_UP_LIMIT)
+    schedule = Schedule(**values)
+    try:
+        schedule.full_clean(exclude=["name", "next_fire_at"], validate_unique=False)
+    except ValidationError as exc:
+        raise ValidationError(f"SCHEDULES[{name!r}]: {'; '.join(exc.messages)}") from None
+    return schedule
+
+
+def _differs(current: Schedule, wanted: Schedule) -> list[str]:
+    changed = []
+    for f in SYNCED_FIELDS:
+        a, b = getattr(current, f), getattr(wanted, f)
+        if f == "anchor" and b is None:
+            continue  # keep the stored anchor when the declaration has none
+        if isinstance(a, datetime) and isinstance(b, datetime):
+            if a != b:
+                changed.append(f)
+        elif a != b:
+            changed.append(f)
+    return changed
+
+
+def sync_schedules(
+    declared: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    prune: bool = True,
+    dry_run: bool = False,
+    using: str | None = None,
+) -> SyncResult:
+    """Make the database match ``declared`` (default: ``PGSCHED["SCHEDULES"]``)."""
+    settings = get_settings()
+    alias = using or settings.DATABASE_ALIAS
+    declared = settings.SCHEDULES if declared is None else declared
+    wanted = {name: build(name, options) for name, options in declared.items()}
+    result = SyncResult()
+    with transaction.atomic(using=alias):
+        existing = {
+            s.name: s
+            for s in Schedule.objects.using(alias)
+            .select_for_update()
+            .filter(name__in=list(wanted))
+        }
+        for name, schedule in wanted.items():
+            current = existing.get(name)
+            if current is None:
+                if not dry_run:
+                    try:
+                        with transaction.atomic(using=alias):
+                            schedule.save(using=alias, force_insert=True)
+                    except IntegrityError:  # another replica created it a moment ago
+                        result.unchanged.append(name)
+                        continue
+                result.created.append(name)
+                continue
+            changed = _differs(current, schedule)
+            if current.source != SOURCE:
+                changed.append("source")
+            if not changed:
+                result.unchanged.append(name)
+                continue
+            for f in changed:
+                setattr(current, f, getattr(schedule, f))
+            if not dry_run:
+                current.save(using=alias)
+            result.updated.append(name)
+        if prune:
+            stale = Schedule.objects.using(alias).filter(source=SOURCE).exclude(name__in=list(wanted))
+            result.deleted = sorted(stale.values_list("name", flat=True))
+            if not dry_run and result.deleted:
+                stale.delete()
+    return result

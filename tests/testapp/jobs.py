@@ -1,0 +1,69 @@
+"""Jobs the test suite schedules. Each witnessing job writes one Witness row per execution."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from django_pgsched import job
+from django_pgsched.context import RunContext
+
+from .models import Witness
+
+CALLS: list[dict[str, Any]] = []  # in-process record for inline executor tests
+
+
+def _witness(context: RunContext, label: str, started: datetime) -> None:
+    Witness.objects.create(
+        run_id=context.job_run_id,
+        attempt=context.attempt,
+        idempotency_key=context.idempotency_key,
+        schedule_name=context.schedule_name,
+        scheduled_for=context.scheduled_for,
+        worker=context.worker,
+        label=label,
+        started_at=started,
+    )
+
+
+@job(name="tests.noop")
+def noop(**kwargs: Any) -> None:
+    CALLS.append({"job": "noop", **kwargs})
+
+
+@job(name="tests.witness", takes_context=True)
+def witness(context: RunContext, label: str = "", **kwargs: Any) -> None:
+    _witness(context, label, datetime.now(UTC))
+
+
+@job(name="tests.fail", takes_context=True, max_attempts=2)
+def fail(context: RunContext, message: str = "boom", **kwargs: Any) -> None:
+    CALLS.append({"job": "fail", "attempt": context.attempt})
+    raise RuntimeError(message)
+
+
+@job(name="tests.sleep", takes_context=True)
+def sleep(context: RunContext, seconds: float = 1.0, label: str = "", cooperative: bool = True,
+          witness: bool = True, **kwargs: Any) -> None:
+    """Sleeps, polling is_cancelled() when cooperative; witnesses only if it ran to the end."""
+    started = datetime.now(UTC)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if cooperative and context.is_cancelled():
+            CALLS.append({"job": "sleep", "cancelled": context.cancel_reason})
+            raise RuntimeError(f"stopped early: {context.cancel_reason}")
+        time.sleep(0.02)
+    if witness:
+        _witness(context, label, started)
+
+
+@job(name="tests.context", takes_context=True)
+def context_job(context: RunContext, **kwargs: Any) -> None:
+    CALLS.append({"job": "context", "context": context, "kwargs": kwargs})
+
+
+@job(name="tests.pid", takes_context=True)
+def pid(context: RunContext, **kwargs: Any) -> None:
+    _witness(context, f"pid:{os.getpid()}", datetime.now(UTC))

@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from django.db import models
+
+
+class Witness(models.Model):
+    """One row per job execution that reached its end (written by the test jobs)."""
+
+    run_id = models.BigIntegerField()
+    attempt = models.PositiveSmallIntegerField()
+    idempotency_key = models.CharField(max_length=200)
+    schedule_name = models.CharField(max_length=200, null=True)
+    scheduled_for = models.DateTimeField()
+    worker = models.CharField(max_length=200)
+    label = models.CharField(max_length=100, default="")
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(db_default=models.functions.Now())
+
+    class Meta:
+        indexes = [models.Index(fields=["run_id"])]
