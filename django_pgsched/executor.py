@@ -24,6 +24,7 @@ stays busy until the function returns, and its result is then discarded.
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import random
@@ -276,8 +277,9 @@ class Executor:
             },
         )
         claims = []
-        for (run_id, token, attempt, max_attempts, timeout, job, queue_name, kwargs, schedule_name,
-             scheduled_for, key, fire_after, started_at) in rows:
+        for (run_id, token, attempt, max_attempts, timeout, job, queue_name, raw_kwargs,
+             schedule_name, scheduled_for, key, fire_after, started_at) in rows:
+            kwargs = json.loads(raw_kwargs) if isinstance(raw_kwargs, str) else raw_kwargs
             lease = Lease.granted(
                 requested_at=requested_at,
                 duration=timeout.total_seconds() * s.LEASE_FACTOR,
@@ -353,7 +355,8 @@ class Executor:
         spec = get_job(claim.job)
         result, error, retry = "succeeded", "", True
         try:
-            close_old_connections()
+            if not self.inline:  # a slot thread: treat each job like a request
+                close_old_connections()
             if spec is None:
                 result, error, retry = "failed", f"job {claim.job!r} is not registered here", False
             elif spec.takes_context:
@@ -363,10 +366,11 @@ class Executor:
         except BaseException as exc:  # noqa: BLE001 - a job's failure is data, never a crash
             result, error = "failed", _format_error(exc)
         finally:
-            try:
-                close_old_connections()
-            except Exception:  # pragma: no cover
-                logger.debug("closing the job's connections failed", exc_info=True)
+            if not self.inline:
+                try:
+                    close_old_connections()
+                except Exception:  # pragma: no cover
+                    logger.debug("closing the job's connections failed", exc_info=True)
         with self._lock:
             state = claim.state
             if state == "running":
@@ -393,7 +397,7 @@ class Executor:
         timed_out: list[Claim] = []
         lost: list[Claim] = []
         with self._lock:
-            for claim in self.in_flight.values():
+            for claim in list(self.in_flight.values()):
                 if claim.state == "running" and now >= claim.context.deadline:
                     claim.state = "timed_out"
                     claim.context.cancel("the timeout passed")

@@ -65,6 +65,13 @@ TEMPLATES = [
 ]
 
 PGSCHED: dict[str, object] = {}
+if os.environ.get("PGSCHED_TEST_OVERRIDES"):
+    # replica subprocesses of the acceptance tests get shorter intervals this way
+    import json
+
+    PGSCHED.update(json.loads(os.environ["PGSCHED_TEST_OVERRIDES"]))
+    # persistent connections for job threads, as a production deployment would configure
+    DATABASES["default"]["CONN_MAX_AGE"] = 60
 
 LOGGING = {
     "version": 1,

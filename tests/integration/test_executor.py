@@ -1,0 +1,301 @@
+"""The executor and the reaper against real PostgreSQL: claims, leases, fencing, outcomes."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+
+from django_pgsched import enqueue, queries
+from django_pgsched.executor import Executor
+from django_pgsched.maintenance import Reaper, Retention
+from django_pgsched.models import Attempt, JobRun
+from tests.conftest import seconds
+from tests.testapp import jobs
+
+
+def now_db():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        return cursor.fetchone()[0]
+
+
+def attempts_of(run: JobRun) -> list[tuple[int, str]]:
+    return list(Attempt.objects.filter(job_run=run).values_list("number", "status"))
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_inline_pass_runs_a_due_job_and_records_success(db):
+    run = enqueue("tests.noop", kwargs={"x": 1})
+    result = Executor(concurrency=2, inline=True).run_once()
+    run.refresh_from_db()
+    assert result.claimed == 1 and result.completed == 1
+    assert jobs.CALLS == [{"job": "noop", "x": 1}]
+    assert run.status == "succeeded" and run.attempts == 1 and run.finished_at is not None
+    assert run.claimed_by is None and run.claim_expires_at is None
+    assert attempts_of(run) == [(1, "succeeded")]
+
+
+def test_context_carries_the_run(db):
+    run = enqueue("tests.context", kwargs={"a": "b"}, idempotency_key="k-1")
+    Executor(concurrency=1, inline=True, worker_id="w-test").run_once()
+    (call,) = jobs.CALLS
+    ctx = call["context"]
+    assert call["kwargs"] == {"a": "b"}
+    assert ctx.job_run_id == run.pk and ctx.attempt == 1 and ctx.idempotency_key == "k-1"
+    assert ctx.schedule_name is None and ctx.worker == "w-test"
+    assert ctx.scheduled_for == run.scheduled_for and ctx.scheduled_for.tzinfo is not None
+    assert not ctx.is_cancelled()
+
+
+def test_failure_retries_with_backoff_then_fails_at_max_attempts(db):
+    run = enqueue("tests.fail")  # max_attempts=2 from the decorator
+    Executor(concurrency=1, inline=True).run_once()
+    run.refresh_from_db()
+    assert run.status == "retrying" and run.attempts == 1 and run.finished_at is None
+    assert run.fire_after > now_db()  # backoff: not due yet
+    assert attempts_of(run) == [(1, "failed")]
+    assert "RuntimeError: boom" in Attempt.objects.get(job_run=run).error
+    later = run.fire_after + seconds(1)
+    Executor(concurrency=1, inline=True).run_once(now=later)
+    run.refresh_from_db()
+    assert run.status == "failed" and run.attempts == 2 and run.finished_at is not None
+    assert attempts_of(run) == [(1, "failed"), (2, "failed")]
+
+
+def test_claim_is_bounded_by_idle_slots(db):
+    for _ in range(10):
+        enqueue("tests.noop")
+    executor = Executor(concurrency=3)  # threads not started: claims stay queued
+    assert executor.run_once().claimed == 3
+    assert executor.run_once().claimed == 0  # no idle slot left
+    assert JobRun.objects.filter(status="running").count() == 3
+
+
+def test_unknown_jobs_are_not_claimed(db):
+    run = enqueue("tests.noop")
+    JobRun.objects.filter(pk=run.pk).update(job="somewhere.else")
+    assert Executor(concurrency=1, inline=True).run_once().claimed == 0
+
+
+def test_one_executor_pass_query_budget(db, django_assert_num_queries):
+    for _ in range(3):
+        enqueue("tests.noop")
+    executor = Executor(concurrency=4, inline=True)
+    executor.run_once(now=now_db() - timedelta(hours=1))  # opens and configures the session
+    # claim 3 of 4 slots, record 3 (state + attempt rows in one statement), and since a slot
+    # is still idle, look up when the next run is due
+    with django_assert_num_queries(3):
+        result = executor.run_once()
+    assert result.claimed == 3 and result.completed == 3
+
+
+def claim_one(executor: Executor):
+    (claim,) = executor._claim(connection, None, 1)  # noqa: SLF001 - driving one step by hand
+    return claim
+
+
+@pytest.mark.parametrize("write", ["complete", "retry", "release"])
+def test_a_stale_token_cannot_write(db, write):
+    run = enqueue("tests.noop")
+    executor = Executor(concurrency=1)
+    claim = claim_one(executor)
+    # meanwhile the lease expired, the reaper recovered it and another replica claimed it
+    fresh = uuid.uuid4()
+    JobRun.objects.filter(pk=run.pk).update(claimed_by=fresh)
+    with connection.cursor() as cursor:
+        if write == "release":
+            cursor.execute(queries.get("executor_release"),
+                           {"ids": [run.pk], "tokens": [claim.token]})
+        else:
+            cursor.execute(queries.get("executor_complete"), {
+                "now": None, "ids": [run.pk], "tokens": [claim.token],
+                "results": ["succeeded" if write == "complete" else "failed"],
+                "errors": [""], "delays": [1.0],
+            })
+        assert cursor.fetchall() == []
+    run.refresh_from_db()
+    assert run.status == "running" and run.claimed_by == fresh and run.attempts == 1
+    assert attempts_of(run) == []
+
+
+def test_minimal_write_when_the_full_write_fails(db):
+    run = enqueue("tests.noop")
+    executor = Executor(concurrency=1)
+    claim = claim_one(executor)
+    Attempt.objects.create(job_run=run, number=1, status="failed", finished_at=now_db())  # clash
+    from django_pgsched.executor import Outcome
+
+    rows = executor._write_one_or_minimal(connection, None, Outcome(claim, "succeeded", "", 0.1))
+    run.refresh_from_db()
+    assert rows and run.status == "retrying" and run.claimed_by is None
+    assert "outcome could not be recorded" in run.note
+
+
+def test_release_gives_back_unstarted_runs_without_consuming_an_attempt(db):
+    run = enqueue("tests.noop")
+    executor = Executor(concurrency=1)
+    assert executor.run_once().claimed == 1
+    assert executor.release_unstarted() == 1
+    run.refresh_from_db()
+    assert run.status == "pending" and run.attempts == 0 and run.claimed_by is None
+
+
+def test_timeout_is_recorded_as_timed_out(db):
+    clock = FakeClock()
+    run = enqueue("tests.sleep", kwargs={"seconds": 0.0}, timeout=seconds(1))
+    executor = Executor(concurrency=1, clock=clock)
+    claim = claim_one(executor)
+    with executor._lock:
+        claim.state, claim.started_mono = "running", clock.t
+        claim.context.deadline = clock.t + 1
+    clock.t += 1.5
+    result = executor.run_once()
+    run.refresh_from_db()
+    assert result.timed_out == 1 and claim.context.is_cancelled()
+    assert run.status == "retrying" and attempts_of(run) == [(1, "timed_out")]
+    assert executor.idle_slots() == 0  # the thread still runs: the slot stays busy
+
+
+def test_lost_lease_cancels_the_job_and_discards_its_result(db):
+    clock = FakeClock()
+    run = enqueue("tests.noop", timeout=seconds(30))
+    executor = Executor(concurrency=1, clock=clock)
+    claim = claim_one(executor)
+    JobRun.objects.filter(pk=run.pk).update(status="cancelled", claimed_by=None,
+                                            claim_expires_at=None, finished_at=now_db())
+    clock.t += 21  # a third of the 60 s lease: time to renew
+    result = executor.run_once()
+    assert result.lost == 1 and claim.context.is_cancelled()
+    assert "lost" in claim.context.cancel_reason
+    executor._run(claim)  # the job's thread reaches its end after all
+    assert executor.run_once().completed == 0
+    run.refresh_from_db()
+    assert run.status == "cancelled" and attempts_of(run) == []
+
+
+def test_lease_renewal_extends_claim_expires_at(db):
+    clock = FakeClock()
+    run = enqueue("tests.noop", timeout=seconds(30))
+    executor = Executor(concurrency=1, clock=clock)
+    claim_one(executor)
+    run.refresh_from_db()
+    first = run.claim_expires_at
+    clock.t += 25
+    assert executor.run_once(now=first - seconds(30)).renewed == 1
+    run.refresh_from_db()
+    assert run.claim_expires_at == first - seconds(30) + seconds(60)
+
+
+def test_unrenewable_lease_is_abandoned_by_the_local_clock(db):
+    clock = FakeClock()
+    run = enqueue("tests.noop", timeout=seconds(10))
+    executor = Executor(concurrency=1, clock=clock)
+    claim = claim_one(executor)
+    clock.t += 19.5  # past trust_until = claim + 20 s lease - 1 s margin
+    result = executor.run_once()
+    assert result.lost == 1 and claim.context.is_cancelled() and claim.state == "abandoned"
+    run.refresh_from_db()
+    assert run.status == "running"  # nothing written: the reaper will recover it
+
+
+def expire(run: JobRun) -> None:
+    JobRun.objects.filter(pk=run.pk).update(claim_expires_at=now_db() - seconds(1))
+
+
+def test_reaper_recovers_an_expired_lease_with_a_lost_attempt(db):
+    run = enqueue("tests.noop")
+    claim_one(Executor(concurrency=1))
+    expire(run)
+    result = Reaper().run_once()
+    run.refresh_from_db()
+    assert result.retried == 1 and run.status == "retrying" and run.claimed_by is None
+    assert attempts_of(run) == [(1, "lost")]
+
+
+def test_reaper_fails_a_run_at_its_last_attempt(db):
+    run = enqueue("tests.noop", max_attempts=1)
+    claim_one(Executor(concurrency=1))
+    expire(run)
+    assert Reaper().run_once().failed == 1
+    run.refresh_from_db()
+    assert run.status == "failed" and run.finished_at is not None
+
+
+def test_reaper_leaves_alone_a_run_that_finished_between_its_read_and_write(db):
+    run = enqueue("tests.noop")
+    executor = Executor(concurrency=1, inline=True)
+    claim = claim_one(executor)
+    expire(run)
+    reaper = Reaper()
+    candidates = reaper.candidates()
+    assert [c[0] for c in candidates] == [run.pk]
+    # the worker was only slow: it completes now, fenced on its (still current) token
+    with connection.cursor() as cursor:
+        cursor.execute(queries.get("executor_complete"), {
+            "now": None, "ids": [run.pk], "tokens": [claim.token], "results": ["succeeded"],
+            "errors": [""], "delays": [1.0]})
+    assert reaper.reap(candidates).retried == 0
+    run.refresh_from_db()
+    assert run.status == "succeeded" and attempts_of(run) == [(1, "succeeded")]
+
+
+def test_reaper_leaves_alone_a_run_reclaimed_between_its_read_and_write(db):
+    run = enqueue("tests.noop")
+    claim_one(Executor(concurrency=1))
+    expire(run)
+    reaper = Reaper()
+    candidates = reaper.candidates()
+    JobRun.objects.filter(pk=run.pk).update(claimed_by=uuid.uuid4(),
+                                            claim_expires_at=now_db() + seconds(60))
+    assert reaper.reap(candidates).retried == 0
+    run.refresh_from_db()
+    assert run.status == "running" and attempts_of(run) == []
+
+
+def test_reaper_skips_rows_locked_by_another_connection(transactional_db, other_connection):
+    run = enqueue("tests.noop")
+    claim_one(Executor(concurrency=1))
+    expire(run)
+    other_connection.execute("SELECT 1 FROM pgsched_job_run WHERE id = %s FOR UPDATE", [run.pk])
+    assert Reaper().run_once().retried == 0  # did not wait: SKIP LOCKED
+    other_connection.rollback()
+    assert Reaper().run_once().retried == 1
+
+
+def test_retention_deletes_old_terminal_runs_with_their_attempts(db):
+    old = enqueue("tests.noop")
+    Executor(concurrency=1, inline=True).run_once()
+    fresh = enqueue("tests.noop")
+    pending = enqueue("tests.noop", run_at=now_db() + timedelta(days=1))
+    Executor(concurrency=1, inline=True).run_once()
+    JobRun.objects.filter(pk=old.pk).update(finished_at=now_db() - timedelta(days=31))
+    result = Retention().run_once()
+    assert result.deleted == 1
+    assert set(JobRun.objects.values_list("pk", flat=True)) == {fresh.pk, pending.pk}
+    assert not Attempt.objects.filter(job_run_id=old.pk).exists()
+
+
+def test_executor_claim_uses_the_claimable_index(db):
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("EXPLAIN " + queries.get("executor_claim"), {
+            "now": None, "limit": 4, "jobs": ["tests.noop"], "queues": None,
+            "worker": "w", "lease_factor": 2.0})
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "pgsched_run_claimable_idx" in plan, plan
+
+
+def test_enqueue_with_an_existing_idempotency_key_returns_the_existing_run(db):
+    first = enqueue("tests.noop", idempotency_key="once")
+    second = enqueue("tests.noop", idempotency_key="once")
+    assert first.pk == second.pk and JobRun.objects.count() == 1
