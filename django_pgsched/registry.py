@@ -18,7 +18,7 @@ from typing import Any, TypeVar, overload
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.utils.module_loading import autodiscover_modules
 
-JOB_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:\-]{0,199}$")
+JOB_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:<>\-]{0,199}$")
 QUEUE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,100}$")
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -42,7 +42,7 @@ _registry: dict[str, JobSpec] = {}
 def validate_job_name(name: object) -> str:
     if not isinstance(name, str) or not JOB_NAME_RE.match(name):
         raise ValidationError(
-            f"job: {name!r} is not a valid job name (letters, digits, _ . : -; at most 200 characters)",
+            f"job: {name!r} is not a valid job name (letters, digits, _ . : - < >; at most 200 characters)",
             code="job_name",
         )
     return name

@@ -66,7 +66,9 @@ def build(name: str, options: Mapping[str, Any]) -> Schedule:
     values.setdefault("catch_up_limit", settings.DEFAULT_CATCH_UP_LIMIT)
     schedule = Schedule(**values)
     try:
-        schedule.full_clean(exclude=["name", "next_fire_at"], validate_unique=False)
+        schedule.full_clean(
+            exclude=["name", "next_fire_at"], validate_unique=False, validate_constraints=False
+        )
     except ValidationError as exc:
         raise ValidationError(f"SCHEDULES[{name!r}]: {'; '.join(exc.messages)}") from None
     return schedule

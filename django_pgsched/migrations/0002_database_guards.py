@@ -133,6 +133,9 @@ BEGIN
        AND status = 'pending'
        AND attempts = 0
        AND (NOT only_future OR fire_after > clock_timestamp());
+    IF TG_OP = 'DELETE' THEN
+        RETURN OLD;  -- a BEFORE DELETE trigger returning NULL would cancel the delete
+    END IF;
     RETURN NULL;
 END $$;
 CREATE TRIGGER pgsched_schedule_cancel_on_update AFTER UPDATE ON pgsched_schedule

@@ -230,3 +230,16 @@ def test_planner_claim_uses_the_due_index(db):
                        {"now": T, "lookahead": seconds(5), "batch": 500})
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "pgsched_schedule_due_idx" in plan, plan
+
+
+def test_deleting_a_schedule_keeps_its_history_and_cancels_unstarted_runs(make_schedule):
+    s = make_schedule(cron="* * * * * *", next_fire_at=T)
+    Planner().run_once(now=T)
+    done = JobRun.objects.filter(schedule=s).first()
+    JobRun.objects.filter(pk=done.pk).update(status="succeeded", finished_at=T)
+    s.delete()
+    assert not Schedule.objects.filter(pk=s.pk).exists()
+    runs = JobRun.objects.filter(schedule_name=s.name)
+    assert runs.count() == 6 and not runs.exclude(schedule=None).exists()  # ON DELETE SET NULL
+    assert set(runs.exclude(pk=done.pk).values_list("status", flat=True)) == {"cancelled"}
+    assert runs.get(pk=done.pk).status == "succeeded"
