@@ -19,8 +19,9 @@ except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
 __all__ = ["RunContext", "__version__", "enqueue", "job"]
 
 
-def enqueue(job_name: str, *, kwargs: dict[str, Any] | None = None, run_at: Any = None,
-            **options: Any) -> JobRun:
+def enqueue(
+    job_name: str, *, kwargs: dict[str, Any] | None = None, run_at: Any = None, **options: Any
+) -> JobRun:
     """Create a one-off run of a registered job (see :func:`django_pgsched.api.enqueue`)."""
     from .api import enqueue as _enqueue
 

@@ -52,9 +52,7 @@ def enqueue(
     except ValidationError as exc:
         errors["kwargs"] = exc.messages
     if run_at is not None and (not isinstance(run_at, datetime) or timezone.is_naive(run_at)):
-        errors["run_at"] = [
-            f"run_at: timezone offset required (schedules are UTC), got {run_at!r}"
-        ]
+        errors["run_at"] = [f"run_at: timezone offset required (schedules are UTC), got {run_at!r}"]
     checks = (
         ("queue", queue, validate_queue),
         ("max_attempts", max_attempts, validate_max_attempts),

@@ -33,47 +33,77 @@ def _settings() -> tuple[Settings | None, list[checks.CheckMessage]]:
     try:
         return get_settings(), []
     except ImproperlyConfigured as exc:
-        return None, [checks.Error(str(exc), hint="See docs/reference/settings.md.",
-                                   id="pgsched.E003")]
+        return None, [
+            checks.Error(str(exc), hint="See docs/reference/settings.md.", id="pgsched.E003")
+        ]
 
 
 @checks.register()
-def check_settings(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def check_settings(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
     messages: list[checks.CheckMessage] = []
     if not getattr(django_settings, "USE_TZ", False):
-        messages.append(checks.Error(
-            "django-pgsched requires USE_TZ = True: schedules and runs are stored in UTC.",
-            hint="Set USE_TZ = True in your settings.", id="pgsched.E001"))
+        messages.append(
+            checks.Error(
+                "django-pgsched requires USE_TZ = True: schedules and runs are stored in UTC.",
+                hint="Set USE_TZ = True in your settings.",
+                id="pgsched.E001",
+            )
+        )
     s, errors = _settings()
     messages += errors
     if s is None:
         return messages
     if s.DATABASE_ALIAS not in connections.settings:
-        messages.append(checks.Error(
-            f"PGSCHED['DATABASE_ALIAS'] is {s.DATABASE_ALIAS!r}, which is not in DATABASES.",
-            id="pgsched.E003"))
+        messages.append(
+            checks.Error(
+                f"PGSCHED['DATABASE_ALIAS'] is {s.DATABASE_ALIAS!r}, which is not in DATABASES.",
+                id="pgsched.E003",
+            )
+        )
         return messages
     vendor = connections[s.DATABASE_ALIAS].vendor
     if vendor != "postgresql":
-        messages.append(checks.Error(
-            f"django-pgsched needs PostgreSQL; database {s.DATABASE_ALIAS!r} uses {vendor!r}.",
-            hint="Point PGSCHED['DATABASE_ALIAS'] at a PostgreSQL database.", id="pgsched.E002"))
+        messages.append(
+            checks.Error(
+                f"django-pgsched needs PostgreSQL; database {s.DATABASE_ALIAS!r} uses {vendor!r}.",
+                hint="Point PGSCHED['DATABASE_ALIAS'] at a PostgreSQL database.",
+                id="pgsched.E002",
+            )
+        )
     if s.LEASE_FACTOR <= 1:
-        messages.append(checks.Error(
-            f"PGSCHED['LEASE_FACTOR'] is {s.LEASE_FACTOR}: a lease must be longer than the "
-            "timeout it covers, or running jobs are reaped and run twice.",
-            hint="Use a value above 1 (the default is 2).", id="pgsched.E004"))
-    if s.LEASE_TRUST_MARGIN.total_seconds() * 4 > s.DEFAULT_TIMEOUT.total_seconds() * s.LEASE_FACTOR:
-        messages.append(checks.Error(
-            "PGSCHED['LEASE_TRUST_MARGIN'] is more than a quarter of the default lease "
-            f"({s.DEFAULT_TIMEOUT} x {s.LEASE_FACTOR}).",
-            hint="Lower the margin or raise DEFAULT_TIMEOUT.", id="pgsched.E004"))
+        messages.append(
+            checks.Error(
+                f"PGSCHED['LEASE_FACTOR'] is {s.LEASE_FACTOR}: a lease must be longer than the "
+                "timeout it covers, or running jobs are reaped and run twice.",
+                hint="Use a value above 1 (the default is 2).",
+                id="pgsched.E004",
+            )
+        )
+    if (
+        s.LEASE_TRUST_MARGIN.total_seconds() * 4
+        > s.DEFAULT_TIMEOUT.total_seconds() * s.LEASE_FACTOR
+    ):
+        messages.append(
+            checks.Error(
+                "PGSCHED['LEASE_TRUST_MARGIN'] is more than a quarter of the default lease "
+                f"({s.DEFAULT_TIMEOUT} x {s.LEASE_FACTOR}).",
+                hint="Lower the margin or raise DEFAULT_TIMEOUT.",
+                id="pgsched.E004",
+            )
+        )
     shortest_lease = s.DEFAULT_TIMEOUT.total_seconds() * s.LEASE_FACTOR
     if s.IDLE_IN_TRANSACTION_TIMEOUT.total_seconds() > shortest_lease:
-        messages.append(checks.Warning(
-            f"PGSCHED['IDLE_IN_TRANSACTION_TIMEOUT'] ({s.IDLE_IN_TRANSACTION_TIMEOUT}) is longer "
-            f"than the default lease ({shortest_lease:g}s).",
-            hint="Keep it short so a frozen replica cannot hold locked rows.", id="pgsched.W001"))
+        messages.append(
+            checks.Warning(
+                "PGSCHED['IDLE_IN_TRANSACTION_TIMEOUT'] "
+                f"({s.IDLE_IN_TRANSACTION_TIMEOUT}) is longer "
+                f"than the default lease ({shortest_lease:g}s).",
+                hint="Keep it short so a frozen replica cannot hold locked rows.",
+                id="pgsched.W001",
+            )
+        )
     messages += _check_schedules()
     messages += _check_routers(s)
     return messages
@@ -97,21 +127,29 @@ def _check_routers(s: Settings) -> list[checks.CheckMessage]:
 
     messages: list[checks.CheckMessage] = []
     for model in (Schedule, JobRun, Attempt):
-        for direction, alias in (("reads", router.db_for_read(model)),
-                                 ("writes", router.db_for_write(model))):
+        for direction, alias in (
+            ("reads", router.db_for_read(model)),
+            ("writes", router.db_for_write(model)),
+        ):
             if alias not in (None, s.DATABASE_ALIAS):
-                messages.append(checks.Error(
-                    f"A database router sends {direction} of {model.__name__} to {alias!r}, "
-                    f"but the scheduler uses {s.DATABASE_ALIAS!r}.",
-                    hint="Claims and their reads must go to the primary: route pgsched models "
-                         "to PGSCHED['DATABASE_ALIAS'].", id="pgsched.E006"))
+                messages.append(
+                    checks.Error(
+                        f"A database router sends {direction} of {model.__name__} to {alias!r}, "
+                        f"but the scheduler uses {s.DATABASE_ALIAS!r}.",
+                        hint="Claims and their reads must go to the primary: route pgsched models "
+                        "to PGSCHED['DATABASE_ALIAS'].",
+                        id="pgsched.E006",
+                    )
+                )
     return messages
 
 
 @checks.register(checks.Tags.database)
-def check_database_version(app_configs: Sequence[AppConfig] | None = None,
-                           databases: Sequence[str] | None = None,
-                           **kwargs: Any) -> list[checks.CheckMessage]:
+def check_database_version(
+    app_configs: Sequence[AppConfig] | None = None,
+    databases: Sequence[str] | None = None,
+    **kwargs: Any,
+) -> list[checks.CheckMessage]:
     s, errors = _settings()
     if s is None or not databases or s.DATABASE_ALIAS not in databases:
         return errors
@@ -121,7 +159,11 @@ def check_database_version(app_configs: Sequence[AppConfig] | None = None,
     conn.ensure_connection()
     version = conn.pg_version  # type: ignore[attr-defined]
     if version < 140000:
-        return [checks.Error(
-            f"django-pgsched needs PostgreSQL 14 or newer; {s.DATABASE_ALIAS!r} runs "
-            f"{version // 10000}.{version % 10000}.", id="pgsched.E002")]
+        return [
+            checks.Error(
+                f"django-pgsched needs PostgreSQL 14 or newer; {s.DATABASE_ALIAS!r} runs "
+                f"{version // 10000}.{version % 10000}.",
+                id="pgsched.E002",
+            )
+        ]
     return []

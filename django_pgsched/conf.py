@@ -77,9 +77,7 @@ class Settings:
         return self.PLANNER_LOOKAHEAD.total_seconds()
 
 
-_DURATION_KEYS = {
-    f.name for f in dataclasses.fields(Settings) if "timedelta" in str(f.type)
-}
+_DURATION_KEYS = {f.name for f in dataclasses.fields(Settings) if "timedelta" in str(f.type)}
 _POSITIVE_INT_KEYS = {
     "PLANNER_BATCH",
     "CONCURRENCY",
@@ -157,7 +155,9 @@ def _check_values(s: Settings) -> None:
             f"got {s.DEFAULT_CATCH_UP_LIMIT!r}"
         )
     if not isinstance(s.LEASE_FACTOR, (int, float)) or isinstance(s.LEASE_FACTOR, bool):
-        raise ImproperlyConfigured(f"PGSCHED['LEASE_FACTOR']: expected a number, got {s.LEASE_FACTOR!r}")
+        raise ImproperlyConfigured(
+            f"PGSCHED['LEASE_FACTOR']: expected a number, got {s.LEASE_FACTOR!r}"
+        )
     if not isinstance(s.DEFAULT_QUEUE, str) or not s.DEFAULT_QUEUE:
         raise ImproperlyConfigured(
             f"PGSCHED['DEFAULT_QUEUE']: expected a non-empty string, got {s.DEFAULT_QUEUE!r}"
@@ -170,13 +170,14 @@ def _check_values(s: Settings) -> None:
         raise ImproperlyConfigured(f"PGSCHED['LISTEN']: expected True or False, got {s.LISTEN!r}")
     if not isinstance(s.SCHEDULES, Mapping):
         raise ImproperlyConfigured(
-            f"PGSCHED['SCHEDULES']: expected a dict of name -> options, got {type(s.SCHEDULES).__name__}"
+            "PGSCHED['SCHEDULES']: expected a dict of name -> options, "
+            f"got {type(s.SCHEDULES).__name__}"
         )
 
 
 @cache
 def get_settings() -> Settings:
-    """The validated settings; cached until ``PGSCHED`` changes (tests use ``override_settings``)."""
+    """The validated settings, cached until ``PGSCHED`` changes (``override_settings``)."""
     return build_settings(getattr(django_settings, "PGSCHED", {}))
 
 

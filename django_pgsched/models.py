@@ -188,6 +188,34 @@ class Schedule(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Save; a new, resumed or re-timed schedule fires first after the database's now().
+
+        Occurrences while a schedule was paused are not caught up. The same rule
+        holds for raw SQL and ``QuerySet.update()``: a trigger clears
+        ``next_fire_at`` and the planner recomputes it from the database clock.
+        """
+        if self.cron == "":
+            self.cron = None
+        if self.status == ScheduleStatus.BROKEN and self._lattice_changed():
+            self.status = ScheduleStatus.ACTIVE  # the definition was fixed
+            self.last_error = ""
+        using = kwargs.get("using") or get_settings().DATABASE_ALIAS
+        if self._needs_first_fire() or (self.interval is not None and self.anchor is None):
+            now = db_now(using)
+            if self.interval is not None and self.anchor is None:
+                self.anchor = now.replace(microsecond=0)
+            if self.status == ScheduleStatus.ACTIVE or self.next_fire_at is None:
+                try:
+                    self.next_fire_at = self.get_timetable().next_after(now)
+                except timetable.TimetableError:
+                    self.next_fire_at = None  # the planner marks the schedule broken
+            update_fields = kwargs.get("update_fields")
+            if update_fields is not None:
+                kwargs["update_fields"] = {*update_fields, "next_fire_at", "anchor"}
+        super().save(*args, **kwargs)
+        self._remember()
+
     @property
     def kind(self) -> str:
         return "cron" if self.cron else "interval"
@@ -197,9 +225,13 @@ class Schedule(models.Model):
         if self.cron:
             return timetable.cron(self.cron)
         if self.interval is None:
-            raise timetable.TimetableError("interval", "missing", "set exactly one of cron and interval")
+            raise timetable.TimetableError(
+                "interval", "missing", "set exactly one of cron and interval"
+            )
         if self.anchor is None:
-            raise timetable.TimetableError("anchor", "missing", "anchor: required for interval schedules")
+            raise timetable.TimetableError(
+                "anchor", "missing", "anchor: required for interval schedules"
+            )
         return timetable.interval(self.interval, self.anchor)
 
     # -- validation -------------------------------------------------------------
@@ -261,7 +293,8 @@ class Schedule(models.Model):
             add(
                 "catch_up_limit",
                 ValidationError(
-                    f"catch_up_limit: must be an integer from 1 to 1000, got {self.catch_up_limit!r}"
+                    "catch_up_limit: must be an integer from 1 to 1000, "
+                    f"got {self.catch_up_limit!r}"
                 ),
             )
         if self.misfire_grace is not None and (
@@ -272,7 +305,8 @@ class Schedule(models.Model):
             add(
                 "misfire_grace",
                 ValidationError(
-                    f"misfire_grace: must be between 0 seconds and 366 days, got {self.misfire_grace!r}"
+                    "misfire_grace: must be between 0 seconds and 366 days, "
+                    f"got {self.misfire_grace!r}"
                 ),
             )
         for field, validator in (
@@ -306,7 +340,9 @@ class Schedule(models.Model):
 
     def _remember(self) -> None:
         # __dict__, not getattr: a deferred field must not cost a query here
-        self._loaded = {f: self.__dict__.get(f) for f in (*LATTICE_FIELDS, "status", "next_fire_at")}
+        self._loaded = {
+            f: self.__dict__.get(f) for f in (*LATTICE_FIELDS, "status", "next_fire_at")
+        }
 
     def _lattice_changed(self) -> bool:
         loaded: dict[str, Any] | None = getattr(self, "_loaded", None)
@@ -321,34 +357,6 @@ class Schedule(models.Model):
         if self._lattice_changed():
             return True
         return loaded["status"] != ScheduleStatus.ACTIVE and self.status == ScheduleStatus.ACTIVE
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        """Save; a new, resumed or re-timed schedule fires first after the database's now().
-
-        Occurrences while a schedule was paused are not caught up. The same rule
-        holds for raw SQL and ``QuerySet.update()``: a trigger clears
-        ``next_fire_at`` and the planner recomputes it from the database clock.
-        """
-        if self.cron == "":
-            self.cron = None
-        if self.status == ScheduleStatus.BROKEN and self._lattice_changed():
-            self.status = ScheduleStatus.ACTIVE  # the definition was fixed
-            self.last_error = ""
-        using = kwargs.get("using") or get_settings().DATABASE_ALIAS
-        if self._needs_first_fire() or (self.interval is not None and self.anchor is None):
-            now = db_now(using)
-            if self.interval is not None and self.anchor is None:
-                self.anchor = now.replace(microsecond=0)
-            if self.status == ScheduleStatus.ACTIVE or self.next_fire_at is None:
-                try:
-                    self.next_fire_at = self.get_timetable().next_after(now)
-                except timetable.TimetableError:
-                    self.next_fire_at = None  # the planner marks the schedule broken
-            update_fields = kwargs.get("update_fields")
-            if update_fields is not None:
-                kwargs["update_fields"] = {*update_fields, "next_fire_at", "anchor"}
-        super().save(*args, **kwargs)
-        self._remember()
 
 
 class JobRunQuerySet(models.QuerySet["JobRun"]):
@@ -393,7 +401,9 @@ class JobRun(models.Model):
     max_attempts = models.PositiveSmallIntegerField()
     timeout = models.DurationField()
     claimed_by = models.UUIDField(null=True, blank=True, help_text="Lease token of the claim.")
-    worker = models.CharField(max_length=200, null=True, blank=True, help_text="Who holds the lease.")
+    worker = models.CharField(
+        max_length=200, null=True, blank=True, help_text="Who holds the lease."
+    )
     claim_expires_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -418,7 +428,9 @@ class JobRun(models.Model):
                 name="pgsched_one_run_per_occurrence",
             ),
             # a constraint rather than unique=True: no extra LIKE index on the hot table
-            models.UniqueConstraint(fields=("idempotency_key",), name="pgsched_run_idempotency_key"),
+            models.UniqueConstraint(
+                fields=("idempotency_key",), name="pgsched_run_idempotency_key"
+            ),
             models.CheckConstraint(
                 condition=models.Q(status__in=RunStatus.values), name="pgsched_run_status_valid"
             ),
@@ -441,7 +453,9 @@ class JobRun(models.Model):
             # a lease exists exactly while the run is running
             models.CheckConstraint(
                 condition=(
-                    models.Q(status="running", claimed_by__isnull=False, claim_expires_at__isnull=False)
+                    models.Q(
+                        status="running", claimed_by__isnull=False, claim_expires_at__isnull=False
+                    )
                     | (
                         ~models.Q(status="running")
                         & models.Q(claimed_by__isnull=True, claim_expires_at__isnull=True)
@@ -450,7 +464,8 @@ class JobRun(models.Model):
                 name="pgsched_run_lease_iff_running",
             ),
             models.CheckConstraint(
-                condition=~models.Q(status__in=TERMINAL_STATUSES) | models.Q(finished_at__isnull=False),
+                condition=~models.Q(status__in=TERMINAL_STATUSES)
+                | models.Q(finished_at__isnull=False),
                 name="pgsched_run_terminal_has_finished_at",
             ),
         )

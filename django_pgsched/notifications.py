@@ -61,8 +61,9 @@ class Listener:
                 backoff = 0.5
             except DatabaseError as exc:
                 self.connected.clear()
-                logger.warning("listener lost its connection (%s); reconnecting in %.1fs",
-                               exc, backoff)
+                logger.warning(
+                    "listener lost its connection (%s); reconnecting in %.1fs", exc, backoff
+                )
                 db.discard(connections[self.using])
                 self.stop.wait(backoff)
                 backoff = min(backoff * 2, 10.0)

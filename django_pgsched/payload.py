@@ -26,7 +26,8 @@ def _path(parts: list[str]) -> str:
 def _scan(value: Any, depth: int, max_depth: int, parts: list[str], counter: list[int]) -> None:
     if depth > max_depth:
         raise ValidationError(
-            f"payload: nesting deeper than {max_depth} levels at {_path(parts)}", code="payload_depth"
+            f"payload: nesting deeper than {max_depth} levels at {_path(parts)}",
+            code="payload_depth",
         )
     if value is None or isinstance(value, bool):
         return
@@ -91,7 +92,9 @@ def validate_kwargs(value: Any, *, max_bytes: int, max_depth: int) -> dict[str, 
         try:
             value = json.loads(value)
         except ValueError as exc:
-            raise ValidationError(f"payload: must be JSON ({exc})", code="payload_not_json") from None
+            raise ValidationError(
+                f"payload: must be JSON ({exc})", code="payload_not_json"
+            ) from None
     if value is None:
         return {}
     if not isinstance(value, Mapping):

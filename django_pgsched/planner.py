@@ -143,8 +143,15 @@ class Planner:
     def _decide(self, row: _Row, db_now: datetime, memo: dict[tuple[Any, ...], Decision]) -> None:
         s = self.settings
         grace = row.grace if row.grace is not None else s.MISFIRE_GRACE
-        key = (row.cron, row.interval, row.anchor, row.next_fire_at, row.policy,
-               row.catch_up_limit, grace)
+        key = (
+            row.cron,
+            row.interval,
+            row.anchor,
+            row.next_fire_at,
+            row.policy,
+            row.catch_up_limit,
+            grace,
+        )
         try:
             decision = memo.get(key)
             if decision is None:
@@ -176,17 +183,31 @@ class Planner:
         s = self.settings
         spec = get_job(row.job)
         queue = row.queue or (spec.queue if spec else None) or s.DEFAULT_QUEUE
-        attempts = row.max_attempts or (spec.max_attempts if spec else None) or s.DEFAULT_MAX_ATTEMPTS
+        attempts = (
+            row.max_attempts or (spec.max_attempts if spec else None) or s.DEFAULT_MAX_ATTEMPTS
+        )
         timeout = row.timeout or (spec.timeout if spec else None) or s.DEFAULT_TIMEOUT
         return queue, attempts, timeout
 
     def _apply(self, conn: BaseDatabaseWrapper, rows: Sequence[_Row]) -> list[int]:
-        """Insert runs and advance schedules in one statement; return the inserted runs' schedule ids."""
+        """Insert runs and advance schedules in one statement.
+
+        Returns the schedule id of every run actually inserted.
+        """
         params: dict[str, list[Any]] = {
             k: []
             for k in (
-                "ids", "queues", "max_attempts", "timeouts", "next_fire_at", "last_fire_at",
-                "skipped", "status", "errors", "run_schedule_ids", "run_times",
+                "ids",
+                "queues",
+                "max_attempts",
+                "timeouts",
+                "next_fire_at",
+                "last_fire_at",
+                "skipped",
+                "status",
+                "errors",
+                "run_schedule_ids",
+                "run_times",
             )
         }
         for row in rows:
@@ -204,7 +225,7 @@ class Planner:
             if d:
                 params["run_schedule_ids"].extend([row.id] * len(d.runs))
                 params["run_times"].extend(d.runs)
-        (_advanced, inserted, _notified), = db.fetchall(conn, "planner_apply", params)
+        ((_advanced, inserted, _notified),) = db.fetchall(conn, "planner_apply", params)
         return list(inserted)
 
     def _result(self, db_now: datetime, rows: Sequence[_Row], inserted: list[int]) -> PlanResult:
@@ -232,5 +253,7 @@ class Planner:
 
 def _required(value: Any) -> Any:
     if value is None:
-        raise timetable.TimetableError("interval", "missing", "interval: schedule has no anchor or interval")
+        raise timetable.TimetableError(
+            "interval", "missing", "interval: schedule has no anchor or interval"
+        )
     return value

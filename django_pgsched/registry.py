@@ -42,7 +42,8 @@ _registry: dict[str, JobSpec] = {}
 def validate_job_name(name: object) -> str:
     if not isinstance(name, str) or not JOB_NAME_RE.match(name):
         raise ValidationError(
-            f"job: {name!r} is not a valid job name (letters, digits, _ . : - < >; at most 200 characters)",
+            f"job: {name!r} is not a valid job name "
+            "(letters, digits, _ . : - < >; at most 200 characters)",
             code="job_name",
         )
     return name
@@ -51,7 +52,8 @@ def validate_job_name(name: object) -> str:
 def validate_queue(queue: object) -> str:
     if not isinstance(queue, str) or not QUEUE_RE.match(queue):
         raise ValidationError(
-            f"queue: {queue!r} is not a valid queue name (letters, digits, _ . : -; 1 to 100 characters)",
+            f"queue: {queue!r} is not a valid queue name "
+            "(letters, digits, _ . : -; 1 to 100 characters)",
             code="queue_name",
         )
     return queue
@@ -78,10 +80,10 @@ def validate_max_attempts(value: object, field: str = "max_attempts") -> int:
 def register(spec: JobSpec) -> JobSpec:
     existing = _registry.get(spec.name)
     if existing is not None and existing.func is not spec.func:
-        same_code = (
-            getattr(existing.func, "__module__", None) == getattr(spec.func, "__module__", None)
-            and getattr(existing.func, "__qualname__", None)
-            == getattr(spec.func, "__qualname__", None)
+        same_code = getattr(existing.func, "__module__", None) == getattr(
+            spec.func, "__module__", None
+        ) and getattr(existing.func, "__qualname__", None) == getattr(
+            spec.func, "__qualname__", None
         )
         if not same_code:  # a module reloaded (autoreload, tests) may re-register itself
             raise ImproperlyConfigured(

@@ -85,8 +85,10 @@ class Runner:
     def request_stop(self) -> None:
         """First stage of shutdown: stop claiming and planning; running jobs may finish."""
         if not self.stopping.is_set():
-            logger.info("stopping: no new claims; waiting up to %ss for running jobs",
-                        self.settings.SHUTDOWN_GRACE.total_seconds())
+            logger.info(
+                "stopping: no new claims; waiting up to %ss for running jobs",
+                self.settings.SHUTDOWN_GRACE.total_seconds(),
+            )
             self.stopping.set()
             self.planner_wake.set()
             self.executor.wake.set()
@@ -108,12 +110,17 @@ class Runner:
             listener = Listener(wakes, stop=self.stopping, using=self.settings.DATABASE_ALIAS)
             targets.append(("listener", listener.run))
         for name, target in targets:
-            thread = threading.Thread(target=self._guard(name, target), name=f"pgsched-{name}",
-                                      daemon=True)
+            thread = threading.Thread(
+                target=self._guard(name, target), name=f"pgsched-{name}", daemon=True
+            )
             thread.start()
             self._threads.append(thread)
-        logger.info("scheduler %s running loops %s (concurrency %d)", self.worker_id,
-                    ",".join(self.loops), self.executor.concurrency)
+        logger.info(
+            "scheduler %s running loops %s (concurrency %d)",
+            self.worker_id,
+            ",".join(self.loops),
+            self.executor.concurrency,
+        )
 
     def wait(self) -> None:
         """Block until stop was requested and the executor drained, then join the loops."""
@@ -122,10 +129,13 @@ class Runner:
         grace = self.settings.SHUTDOWN_GRACE.total_seconds()
         if not self._executor_done.wait(grace):
             interrupted = self.executor.abandon_running(
-                f"interrupted: the replica shut down and the job outlived the {grace:g}s grace period"
+                "interrupted: the replica shut down and the job outlived the "
+                f"{grace:g}s grace period"
             )
-            logger.warning("%d job(s) still running after the grace period; recording them as "
-                           "failed attempts", len(interrupted))
+            logger.warning(
+                "%d job(s) still running after the grace period; recording them as failed attempts",
+                len(interrupted),
+            )
             self.executor.wake.set()
             if not self._executor_done.wait(10.0):
                 logger.error("could not record the interrupted runs; their leases will expire")
@@ -190,8 +200,11 @@ class Runner:
         self.state.clock_skew = skew
         limit = self.settings.CLOCK_SKEW_WARNING.total_seconds()
         if abs(skew) > limit and (previous is None or abs(previous) <= limit):
-            logger.warning("this replica's clock is %.3fs off the database's; due times follow "
-                           "the database, but fix NTP on this host", skew)
+            logger.warning(
+                "this replica's clock is %.3fs off the database's; due times follow "
+                "the database, but fix NTP on this host",
+                skew,
+            )
 
     def _executor_loop(self) -> None:
         backoff = 0.5
@@ -211,8 +224,9 @@ class Runner:
                     try:
                         executor.release_unstarted()
                     except DatabaseError:
-                        logger.warning("could not release unstarted runs; leases will expire",
-                                       exc_info=True)
+                        logger.warning(
+                            "could not release unstarted runs; leases will expire", exc_info=True
+                        )
                     if executor.drained():
                         return
                     wait = min(wait, 0.2)

@@ -22,8 +22,17 @@ from .conf import get_settings
 from .models import Schedule
 
 SYNCED_FIELDS = (
-    "job", "kwargs", "cron", "interval", "anchor", "misfire_policy", "catch_up_limit",
-    "misfire_grace", "max_attempts", "timeout", "queue",
+    "job",
+    "kwargs",
+    "cron",
+    "interval",
+    "anchor",
+    "misfire_policy",
+    "catch_up_limit",
+    "misfire_grace",
+    "max_attempts",
+    "timeout",
+    "queue",
 )
 OPTIONAL_KEYS = frozenset(SYNCED_FIELDS) - {"job"}
 SOURCE = "settings"
@@ -104,9 +113,7 @@ def sync_schedules(
     with transaction.atomic(using=alias):
         existing = {
             s.name: s
-            for s in Schedule.objects.using(alias)
-            .select_for_update()
-            .filter(name__in=list(wanted))
+            for s in Schedule.objects.using(alias).select_for_update().filter(name__in=list(wanted))
         }
         for name, schedule in wanted.items():
             current = existing.get(name)
@@ -132,7 +139,9 @@ def sync_schedules(
                 current.save(using=alias)
             result.updated.append(name)
         if prune:
-            stale = Schedule.objects.using(alias).filter(source=SOURCE).exclude(name__in=list(wanted))
+            stale = (
+                Schedule.objects.using(alias).filter(source=SOURCE).exclude(name__in=list(wanted))
+            )
             result.deleted = sorted(stale.values_list("name", flat=True))
             if not dry_run and result.deleted:
                 stale.delete()

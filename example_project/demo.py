@@ -37,22 +37,35 @@ def manage(*args: str, check: bool = True, env: dict[str, str] | None = None) ->
 
 def summary() -> str:
     out = subprocess.run(
-        [*MANAGE, "shell", "-c",
-         "from django.db.models import Count\n"
-         "from django_pgsched.models import JobRun, Schedule\n"
-         "print('runs by status:', dict(JobRun.objects.values_list('status').annotate(Count('id'))))\n"
-         "print('runs by replica:', dict(JobRun.objects.exclude(worker=None)"
-         ".values_list('worker').annotate(Count('id'))))\n"
-         "print('skipped occurrences:', sum(Schedule.objects.values_list('skipped_occurrences', flat=True)))"],
-        capture_output=True, text=True, check=False)
+        [
+            *MANAGE,
+            "shell",
+            "-c",
+            "from django.db.models import Count\n"
+            "from django_pgsched.models import JobRun, Schedule\n"
+            "print('runs by status:',\n"
+            "      dict(JobRun.objects.values_list('status').annotate(Count('id'))))\n"
+            "print('runs by replica:', dict(JobRun.objects.exclude(worker=None)"
+            ".values_list('worker').annotate(Count('id'))))\n"
+            "print('skipped occurrences:',\n"
+            "      sum(Schedule.objects.values_list('skipped_occurrences', flat=True)))",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return out.stdout + out.stderr
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument("--seconds", type=float, default=None, help="stop after this many seconds")
     parser.add_argument("--replicas", type=int, default=2, help="scheduler replicas (default 2)")
-    parser.add_argument("--port", type=int, default=8000, help="admin port (default 8000, or the next free)")
+    parser.add_argument(
+        "--port", type=int, default=8000, help="admin port (default 8000, or the next free)"
+    )
     options = parser.parse_args()
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example.settings")
@@ -64,22 +77,37 @@ def main() -> int:
         print(f"embedded PostgreSQL: {os.environ['DATABASE_URL']}")
 
     manage("migrate", "--verbosity", "0")
-    env = {**os.environ, "DJANGO_SUPERUSER_USERNAME": "admin",
-           "DJANGO_SUPERUSER_PASSWORD": "admin", "DJANGO_SUPERUSER_EMAIL": "admin@example.com"}
-    manage("shell", "-c",
-           "from django.contrib.auth import get_user_model\n"
-           "U = get_user_model()\n"
-           "U.objects.filter(username='admin').exists() or "
-           "U.objects.create_superuser('admin', 'admin@example.com', 'admin')", env=env)
+    env = {
+        **os.environ,
+        "DJANGO_SUPERUSER_USERNAME": "admin",
+        "DJANGO_SUPERUSER_PASSWORD": "admin",
+        "DJANGO_SUPERUSER_EMAIL": "admin@example.com",
+    }
+    manage(
+        "shell",
+        "-c",
+        "from django.contrib.auth import get_user_model\n"
+        "U = get_user_model()\n"
+        "U.objects.filter(username='admin').exists() or "
+        "U.objects.create_superuser('admin', 'admin@example.com', 'admin')",
+        env=env,
+    )
 
     children: list[subprocess.Popen[bytes]] = []
     port = free_port(options.port)
     for i in range(1, options.replicas + 1):
-        children.append(subprocess.Popen(
-            [*MANAGE, "runscheduler", "--worker-id", f"replica-{i}"], start_new_session=True))
-    children.append(subprocess.Popen(
-        [*MANAGE, "runserver", f"127.0.0.1:{port}", "--noreload"], start_new_session=True))
-    print(f"""
+        children.append(
+            subprocess.Popen(
+                [*MANAGE, "runscheduler", "--worker-id", f"replica-{i}"], start_new_session=True
+            )
+        )
+    children.append(
+        subprocess.Popen(
+            [*MANAGE, "runserver", f"127.0.0.1:{port}", "--noreload"], start_new_session=True
+        )
+    )
+    print(
+        f"""
 django-pgsched demo is running: {options.replicas} scheduler replicas and the admin.
 
   admin:     http://127.0.0.1:{port}/admin/pgsched/   (login admin / admin)
@@ -89,7 +117,9 @@ django-pgsched demo is running: {options.replicas} scheduler replicas and the ad
   runs:      http://127.0.0.1:{port}/admin/pgsched/jobrun/
 
 Ctrl-C stops everything (replicas drain their running jobs first).
-""", flush=True)
+""",
+        flush=True,
+    )
 
     stop = {"now": False}
 

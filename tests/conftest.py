@@ -22,7 +22,11 @@ def _clear_calls() -> Iterator[None]:
 def dsn() -> dict[str, Any]:
     """Connection parameters of the (test) database Django is using."""
     params = connection.get_connection_params()
-    return {k: v for k, v in params.items() if k not in ("cursor_factory", "context", "prepare_threshold")}
+    return {
+        k: v
+        for k, v in params.items()
+        if k not in ("cursor_factory", "context", "prepare_threshold")
+    }
 
 
 @pytest.fixture

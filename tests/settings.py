@@ -9,7 +9,7 @@ import environ
 
 env = environ.Env()
 
-SECRET_KEY = "tests-only-not-secret"  # noqa: S105
+SECRET_KEY = "tests-only-not-secret"
 DEBUG = False
 USE_TZ = True
 TIME_ZONE = "UTC"
@@ -77,5 +77,10 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"django_pgsched": {"handlers": ["console"], "level": env.str("PGSCHED_LOG_LEVEL", default="WARNING")}},
+    "loggers": {
+        "django_pgsched": {
+            "handlers": ["console"],
+            "level": env.str("PGSCHED_LOG_LEVEL", default="WARNING"),
+        }
+    },
 }

@@ -8,140 +8,429 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Schedule',
+            name="Schedule",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200, unique=True)),
-                ('job', models.CharField(help_text='Name of a registered @job.', max_length=200)),
-                ('kwargs', models.JSONField(blank=True, db_default={}, default=dict, help_text='Keyword arguments (JSON object).')),
-                ('cron', models.CharField(blank=True, help_text='UTC cron: 5 fields (min hour dom month dow) or 6 with seconds first.', max_length=128, null=True)),
-                ('interval', models.DurationField(blank=True, help_text='Fire every this many whole seconds (instead of cron).', null=True)),
-                ('anchor', models.DateTimeField(blank=True, help_text='Interval schedules fire at anchor + k x interval. Default: creation time.', null=True)),
-                ('status', models.CharField(choices=[('active', 'active'), ('paused', 'paused'), ('broken', 'broken (see last error)')], db_default='active', default='active', max_length=16)),
-                ('next_fire_at', models.DateTimeField(blank=True, null=True)),
-                ('last_fire_at', models.DateTimeField(blank=True, null=True)),
-                ('misfire_policy', models.CharField(choices=[('skip', 'skip: run nothing that was missed'), ('latest', 'latest: run the most recent missed occurrence'), ('catch_up', 'catch up: run up to catch_up_limit missed occurrences')], db_default='latest', default=django_pgsched.models._default_policy, max_length=16)),
-                ('catch_up_limit', models.PositiveIntegerField(db_default=10, default=django_pgsched.models._default_catch_up_limit)),
-                ('misfire_grace', models.DurationField(blank=True, help_text="An occurrence later than this is missed. Empty: PGSCHED['MISFIRE_GRACE'].", null=True)),
-                ('skipped_occurrences', models.BigIntegerField(db_default=0, default=0)),
-                ('max_attempts', models.PositiveSmallIntegerField(blank=True, help_text="1 to 8. Empty: the job's default.", null=True)),
-                ('timeout', models.DurationField(blank=True, help_text="Empty: the job's default.", null=True)),
-                ('queue', models.CharField(blank=True, help_text="Empty: the job's default.", max_length=100, null=True)),
-                ('source', models.CharField(db_default='database', default='database', editable=False, help_text="'settings' for schedules declared in PGSCHED['SCHEDULES'].", max_length=16)),
-                ('last_error', models.TextField(blank=True, db_default='', default='', editable=False)),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200, unique=True)),
+                ("job", models.CharField(help_text="Name of a registered @job.", max_length=200)),
+                (
+                    "kwargs",
+                    models.JSONField(
+                        blank=True,
+                        db_default={},
+                        default=dict,
+                        help_text="Keyword arguments (JSON object).",
+                    ),
+                ),
+                (
+                    "cron",
+                    models.CharField(
+                        blank=True,
+                        help_text="UTC cron: 5 fields (min hour dom month dow) or 6 with seconds first.",
+                        max_length=128,
+                        null=True,
+                    ),
+                ),
+                (
+                    "interval",
+                    models.DurationField(
+                        blank=True,
+                        help_text="Fire every this many whole seconds (instead of cron).",
+                        null=True,
+                    ),
+                ),
+                (
+                    "anchor",
+                    models.DateTimeField(
+                        blank=True,
+                        help_text="Interval schedules fire at anchor + k x interval. Default: creation time.",
+                        null=True,
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("active", "active"),
+                            ("paused", "paused"),
+                            ("broken", "broken (see last error)"),
+                        ],
+                        db_default="active",
+                        default="active",
+                        max_length=16,
+                    ),
+                ),
+                ("next_fire_at", models.DateTimeField(blank=True, null=True)),
+                ("last_fire_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "misfire_policy",
+                    models.CharField(
+                        choices=[
+                            ("skip", "skip: run nothing that was missed"),
+                            ("latest", "latest: run the most recent missed occurrence"),
+                            ("catch_up", "catch up: run up to catch_up_limit missed occurrences"),
+                        ],
+                        db_default="latest",
+                        default=django_pgsched.models._default_policy,
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "catch_up_limit",
+                    models.PositiveIntegerField(
+                        db_default=10, default=django_pgsched.models._default_catch_up_limit
+                    ),
+                ),
+                (
+                    "misfire_grace",
+                    models.DurationField(
+                        blank=True,
+                        help_text="An occurrence later than this is missed. Empty: PGSCHED['MISFIRE_GRACE'].",
+                        null=True,
+                    ),
+                ),
+                ("skipped_occurrences", models.BigIntegerField(db_default=0, default=0)),
+                (
+                    "max_attempts",
+                    models.PositiveSmallIntegerField(
+                        blank=True, help_text="1 to 8. Empty: the job's default.", null=True
+                    ),
+                ),
+                (
+                    "timeout",
+                    models.DurationField(
+                        blank=True, help_text="Empty: the job's default.", null=True
+                    ),
+                ),
+                (
+                    "queue",
+                    models.CharField(
+                        blank=True, help_text="Empty: the job's default.", max_length=100, null=True
+                    ),
+                ),
+                (
+                    "source",
+                    models.CharField(
+                        db_default="database",
+                        default="database",
+                        editable=False,
+                        help_text="'settings' for schedules declared in PGSCHED['SCHEDULES'].",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "last_error",
+                    models.TextField(blank=True, db_default="", default="", editable=False),
+                ),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        db_default=django.db.models.functions.datetime.Now(), editable=False
+                    ),
+                ),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'db_table': 'pgsched_schedule',
-                'ordering': ('name',),
-                'permissions': (('pause_schedule', 'Can pause and resume schedules'), ('run_schedule_now', 'Can run a schedule now')),
-                'constraints': [models.CheckConstraint(condition=models.Q(models.Q(('cron__isnull', False), ('interval__isnull', True)), models.Q(('cron__isnull', True), ('interval__isnull', False)), _connector='OR'), name='pgsched_schedule_cron_xor_interval', violation_error_message='Set exactly one of cron and interval.'), models.CheckConstraint(condition=models.Q(('status__in', ['active', 'paused', 'broken'])), name='pgsched_schedule_status_valid'), models.CheckConstraint(condition=models.Q(('misfire_policy__in', ['skip', 'latest', 'catch_up'])), name='pgsched_schedule_policy_valid'), models.CheckConstraint(condition=models.Q(('catch_up_limit__gte', 1), ('catch_up_limit__lte', 1000)), name='pgsched_schedule_catch_up_limit_range'), models.CheckConstraint(condition=models.Q(('max_attempts__isnull', True), models.Q(('max_attempts__gte', 1), ('max_attempts__lte', 8)), _connector='OR'), name='pgsched_schedule_max_attempts_range'), models.CheckConstraint(condition=models.Q(('skipped_occurrences__gte', 0)), name='pgsched_schedule_skipped_non_negative')],
+                "db_table": "pgsched_schedule",
+                "ordering": ("name",),
+                "permissions": (
+                    ("pause_schedule", "Can pause and resume schedules"),
+                    ("run_schedule_now", "Can run a schedule now"),
+                ),
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            models.Q(("cron__isnull", False), ("interval__isnull", True)),
+                            models.Q(("cron__isnull", True), ("interval__isnull", False)),
+                            _connector="OR",
+                        ),
+                        name="pgsched_schedule_cron_xor_interval",
+                        violation_error_message="Set exactly one of cron and interval.",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("status__in", ["active", "paused", "broken"])),
+                        name="pgsched_schedule_status_valid",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("misfire_policy__in", ["skip", "latest", "catch_up"])),
+                        name="pgsched_schedule_policy_valid",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            ("catch_up_limit__gte", 1), ("catch_up_limit__lte", 1000)
+                        ),
+                        name="pgsched_schedule_catch_up_limit_range",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            ("max_attempts__isnull", True),
+                            models.Q(("max_attempts__gte", 1), ("max_attempts__lte", 8)),
+                            _connector="OR",
+                        ),
+                        name="pgsched_schedule_max_attempts_range",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("skipped_occurrences__gte", 0)),
+                        name="pgsched_schedule_skipped_non_negative",
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='JobRun',
+            name="JobRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('schedule_name', models.CharField(blank=True, max_length=200, null=True)),
-                ('scheduled_for', models.DateTimeField()),
-                ('idempotency_key', models.CharField(max_length=200)),
-                ('job', models.CharField(max_length=200)),
-                ('kwargs', models.JSONField(blank=True, db_default={}, default=dict)),
-                ('queue', models.CharField(max_length=100)),
-                ('status', models.CharField(choices=[('pending', 'pending'), ('running', 'running'), ('retrying', 'retrying'), ('succeeded', 'succeeded'), ('failed', 'failed'), ('cancelled', 'cancelled')], db_default='pending', default='pending', max_length=16)),
-                ('fire_after', models.DateTimeField()),
-                ('attempts', models.PositiveSmallIntegerField(db_default=0, default=0)),
-                ('max_attempts', models.PositiveSmallIntegerField()),
-                ('timeout', models.DurationField()),
-                ('claimed_by', models.UUIDField(blank=True, help_text='Lease token of the claim.', null=True)),
-                ('worker', models.CharField(blank=True, help_text='Who holds the lease.', max_length=200, null=True)),
-                ('claim_expires_at', models.DateTimeField(blank=True, null=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('note', models.TextField(blank=True, db_default='', default='')),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), editable=False)),
-                ('schedule', models.ForeignKey(blank=True, db_constraint=False, db_index=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='runs', to='pgsched.schedule')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("schedule_name", models.CharField(blank=True, max_length=200, null=True)),
+                ("scheduled_for", models.DateTimeField()),
+                ("idempotency_key", models.CharField(max_length=200)),
+                ("job", models.CharField(max_length=200)),
+                ("kwargs", models.JSONField(blank=True, db_default={}, default=dict)),
+                ("queue", models.CharField(max_length=100)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "pending"),
+                            ("running", "running"),
+                            ("retrying", "retrying"),
+                            ("succeeded", "succeeded"),
+                            ("failed", "failed"),
+                            ("cancelled", "cancelled"),
+                        ],
+                        db_default="pending",
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("fire_after", models.DateTimeField()),
+                ("attempts", models.PositiveSmallIntegerField(db_default=0, default=0)),
+                ("max_attempts", models.PositiveSmallIntegerField()),
+                ("timeout", models.DurationField()),
+                (
+                    "claimed_by",
+                    models.UUIDField(blank=True, help_text="Lease token of the claim.", null=True),
+                ),
+                (
+                    "worker",
+                    models.CharField(
+                        blank=True, help_text="Who holds the lease.", max_length=200, null=True
+                    ),
+                ),
+                ("claim_expires_at", models.DateTimeField(blank=True, null=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("note", models.TextField(blank=True, db_default="", default="")),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        db_default=django.db.models.functions.datetime.Now(), editable=False
+                    ),
+                ),
+                (
+                    "schedule",
+                    models.ForeignKey(
+                        blank=True,
+                        db_constraint=False,
+                        db_index=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        related_name="runs",
+                        to="pgsched.schedule",
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'run',
-                'db_table': 'pgsched_job_run',
-                'ordering': ('-scheduled_for', '-id'),
-                'permissions': (('retry_jobrun', 'Can retry runs'), ('cancel_jobrun', 'Can cancel runs')),
+                "verbose_name": "run",
+                "db_table": "pgsched_job_run",
+                "ordering": ("-scheduled_for", "-id"),
+                "permissions": (
+                    ("retry_jobrun", "Can retry runs"),
+                    ("cancel_jobrun", "Can cancel runs"),
+                ),
             },
         ),
         migrations.CreateModel(
-            name='Attempt',
+            name="Attempt",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('number', models.PositiveSmallIntegerField()),
-                ('status', models.CharField(choices=[('succeeded', 'succeeded'), ('failed', 'failed'), ('timed_out', 'timed out'), ('lost', 'lost (lease expired)'), ('cancelled', 'cancelled')], max_length=16)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField()),
-                ('worker', models.CharField(blank=True, db_default='', default='', max_length=200)),
-                ('error', models.TextField(blank=True, db_default='', default='')),
-                ('job_run', models.ForeignKey(db_constraint=False, db_index=False, on_delete=django.db.models.deletion.DO_NOTHING, to='pgsched.jobrun')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("number", models.PositiveSmallIntegerField()),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("succeeded", "succeeded"),
+                            ("failed", "failed"),
+                            ("timed_out", "timed out"),
+                            ("lost", "lost (lease expired)"),
+                            ("cancelled", "cancelled"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField()),
+                ("worker", models.CharField(blank=True, db_default="", default="", max_length=200)),
+                ("error", models.TextField(blank=True, db_default="", default="")),
+                (
+                    "job_run",
+                    models.ForeignKey(
+                        db_constraint=False,
+                        db_index=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        to="pgsched.jobrun",
+                    ),
+                ),
             ],
             options={
-                'db_table': 'pgsched_attempt',
-                'ordering': ('job_run_id', 'number'),
-                'constraints': [models.UniqueConstraint(fields=('job_run', 'number'), name='pgsched_attempt_once'), models.CheckConstraint(condition=models.Q(('number__gte', 1), ('number__lte', 8)), name='pgsched_attempt_number_range'), models.CheckConstraint(condition=models.Q(('status__in', ['succeeded', 'failed', 'timed_out', 'lost', 'cancelled'])), name='pgsched_attempt_status_valid')],
+                "db_table": "pgsched_attempt",
+                "ordering": ("job_run_id", "number"),
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("job_run", "number"), name="pgsched_attempt_once"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("number__gte", 1), ("number__lte", 8)),
+                        name="pgsched_attempt_number_range",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            (
+                                "status__in",
+                                ["succeeded", "failed", "timed_out", "lost", "cancelled"],
+                            )
+                        ),
+                        name="pgsched_attempt_status_valid",
+                    ),
+                ],
             },
         ),
         migrations.AddIndex(
-            model_name='jobrun',
-            index=models.Index(condition=models.Q(('status__in', ('pending', 'retrying'))), fields=['fire_after'], name='pgsched_run_claimable_idx'),
+            model_name="jobrun",
+            index=models.Index(
+                condition=models.Q(("status__in", ("pending", "retrying"))),
+                fields=["fire_after"],
+                name="pgsched_run_claimable_idx",
+            ),
         ),
         migrations.AddIndex(
-            model_name='jobrun',
-            index=models.Index(condition=models.Q(('status', 'running')), fields=['started_at'], name='pgsched_run_running_idx'),
+            model_name="jobrun",
+            index=models.Index(
+                condition=models.Q(("status", "running")),
+                fields=["started_at"],
+                name="pgsched_run_running_idx",
+            ),
         ),
         migrations.AddIndex(
-            model_name='jobrun',
-            index=models.Index(condition=models.Q(('finished_at__isnull', False)), fields=['finished_at'], name='pgsched_run_finished_idx'),
+            model_name="jobrun",
+            index=models.Index(
+                condition=models.Q(("finished_at__isnull", False)),
+                fields=["finished_at"],
+                name="pgsched_run_finished_idx",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='jobrun',
-            constraint=models.UniqueConstraint(condition=models.Q(('schedule__isnull', False)), fields=('schedule', 'scheduled_for'), name='pgsched_one_run_per_occurrence'),
+            model_name="jobrun",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("schedule__isnull", False)),
+                fields=("schedule", "scheduled_for"),
+                name="pgsched_one_run_per_occurrence",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='jobrun',
-            constraint=models.UniqueConstraint(fields=('idempotency_key',), name='pgsched_run_idempotency_key'),
+            model_name="jobrun",
+            constraint=models.UniqueConstraint(
+                fields=("idempotency_key",), name="pgsched_run_idempotency_key"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='jobrun',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['pending', 'running', 'retrying', 'succeeded', 'failed', 'cancelled'])), name='pgsched_run_status_valid'),
+            model_name="jobrun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    (
+                        "status__in",
+                        ["pending", "running", "retrying", "succeeded", "failed", "cancelled"],
+                    )
+                ),
+                name="pgsched_run_status_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='jobrun',
-            constraint=models.CheckConstraint(condition=models.Q(('attempts__gte', 0), ('attempts__lte', 8)), name='pgsched_run_attempts_range'),
+            model_name="jobrun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("attempts__gte", 0), ("attempts__lte", 8)),
+                name="pgsched_run_attempts_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='jobrun',
-            constraint=models.CheckConstraint(condition=models.Q(('max_attempts__gte', 1), ('max_attempts__lte', 8)), name='pgsched_run_max_attempts_range'),
+            model_name="jobrun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("max_attempts__gte", 1), ("max_attempts__lte", 8)),
+                name="pgsched_run_max_attempts_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='jobrun',
-            constraint=models.CheckConstraint(condition=models.Q(('attempts__lte', models.F('max_attempts'))), name='pgsched_run_attempts_within_max'),
+            model_name="jobrun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("attempts__lte", models.F("max_attempts"))),
+                name="pgsched_run_attempts_within_max",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='jobrun',
-            constraint=models.CheckConstraint(condition=models.Q(('timeout__gte', datetime.timedelta(seconds=1))), name='pgsched_run_timeout_positive'),
+            model_name="jobrun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("timeout__gte", datetime.timedelta(seconds=1))),
+                name="pgsched_run_timeout_positive",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='jobrun',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('claim_expires_at__isnull', False), ('claimed_by__isnull', False), ('status', 'running')), models.Q(models.Q(('status', 'running'), _negated=True), ('claim_expires_at__isnull', True), ('claimed_by__isnull', True)), _connector='OR'), name='pgsched_run_lease_iff_running'),
+            model_name="jobrun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(
+                        ("claim_expires_at__isnull", False),
+                        ("claimed_by__isnull", False),
+                        ("status", "running"),
+                    ),
+                    models.Q(
+                        models.Q(("status", "running"), _negated=True),
+                        ("claim_expires_at__isnull", True),
+                        ("claimed_by__isnull", True),
+                    ),
+                    _connector="OR",
+                ),
+                name="pgsched_run_lease_iff_running",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='jobrun',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('status__in', ('succeeded', 'failed', 'cancelled')), _negated=True), ('finished_at__isnull', False), _connector='OR'), name='pgsched_run_terminal_has_finished_at'),
+            model_name="jobrun",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("status__in", ("succeeded", "failed", "cancelled")), _negated=True),
+                    ("finished_at__isnull", False),
+                    _connector="OR",
+                ),
+                name="pgsched_run_terminal_has_finished_at",
+            ),
         ),
     ]

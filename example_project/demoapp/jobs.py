@@ -34,7 +34,7 @@ def slow_report(context: RunContext, seconds: float = 3.0, **kwargs: Any) -> Non
 @job(name="demo.flaky_sync", takes_context=True, max_attempts=3)
 def flaky_sync(context: RunContext, **kwargs: Any) -> None:
     """Fails about one time in three; retried with backoff, deduplicated by idempotency key."""
-    if random.random() < 0.33:  # noqa: S311
+    if random.random() < 0.33:
         raise ConnectionError(f"upstream unavailable (key {context.idempotency_key})")
     logger.info("synced %s", context.idempotency_key)
 

@@ -62,10 +62,19 @@ PGSCHED = {
     # declared in code: upserted when runscheduler starts (edit here, restart, done)
     "SCHEDULES": {
         "heartbeat": {"job": "demo.heartbeat", "cron": "*/5 * * * * *", "misfire_policy": "skip"},
-        "slow-report": {"job": "demo.slow_report", "cron": "0 * * * * *",
-                        "kwargs": {"seconds": 3}, "misfire_policy": "latest"},
-        "flaky-sync": {"job": "demo.flaky_sync", "interval": 20, "max_attempts": 3,
-                       "misfire_policy": "catch_up", "catch_up_limit": 3},
+        "slow-report": {
+            "job": "demo.slow_report",
+            "cron": "0 * * * * *",
+            "kwargs": {"seconds": 3},
+            "misfire_policy": "latest",
+        },
+        "flaky-sync": {
+            "job": "demo.flaky_sync",
+            "interval": 20,
+            "max_attempts": 3,
+            "misfire_policy": "catch_up",
+            "catch_up_limit": 3,
+        },
     },
 }
 

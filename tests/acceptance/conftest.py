@@ -38,7 +38,10 @@ class Replica:
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "django", "runscheduler", "--worker-id", name, *args],
-            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
 
@@ -74,7 +77,9 @@ class Replica:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill9()
-            raise AssertionError(f"{self.name} did not stop within {timeout}s:\n{self.log()}")
+            raise AssertionError(
+                f"{self.name} did not stop within {timeout}s:\n{self.log()}"
+            ) from None
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -86,9 +91,13 @@ class Replica:
 def replicas(transactional_db: None, tmp_path: Path) -> Iterator[Callable[..., Replica]]:
     """Start replicas with ``start(name, *args, overrides={...})``; all are killed at the end."""
     started: list[Replica] = []
-    base_env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings",
-                "PGSCHED_TEST_DB_NAME": connection.settings_dict["NAME"],
-                "PYTHONUNBUFFERED": "1", "PGSCHED_LOG_LEVEL": "INFO"}
+    base_env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "PGSCHED_TEST_DB_NAME": connection.settings_dict["NAME"],
+        "PYTHONUNBUFFERED": "1",
+        "PGSCHED_LOG_LEVEL": "INFO",
+    }
 
     def start(name: str, *args: str, overrides: dict[str, Any] | None = None) -> Replica:
         env = {**base_env, "PGSCHED_TEST_OVERRIDES": json.dumps({**FAST, **(overrides or {})})}

@@ -36,8 +36,12 @@ def wait_until(condition, timeout: float, interval: float = 0.2, what: str = "co
 
 
 def assert_no_duplicate_runs() -> None:
-    dupes = (JobRun.objects.exclude(schedule=None).values("schedule_id", "scheduled_for")
-             .annotate(n=Count("id")).filter(n__gt=1))
+    dupes = (
+        JobRun.objects.exclude(schedule=None)
+        .values("schedule_id", "scheduled_for")
+        .annotate(n=Count("id"))
+        .filter(n__gt=1)
+    )
     assert not dupes.exists(), list(dupes[:5])
 
 
@@ -52,10 +56,13 @@ def assert_no_gaps(step_seconds: int) -> None:
 
 
 def lateness() -> list[float]:
-    return [r[0] for r in sql("""
+    return [
+        r[0]
+        for r in sql("""
         SELECT extract(epoch FROM a.started_at - r.fire_after)
           FROM pgsched_attempt a JOIN pgsched_job_run r ON r.id = a.job_run_id
-         WHERE a.number = 1""")]
+         WHERE a.number = 1""")
+    ]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -85,22 +92,34 @@ def test_three_replicas_fire_each_occurrence_exactly_once_and_on_time(replicas):
     assert not JobRun.objects.filter(status__in=["running", "retrying", "failed"]).exists()
     # executed exactly once: one witness per succeeded run, one attempt each, never a repeat
     succeeded = JobRun.objects.filter(status="succeeded")
-    assert succeeded.count() == Witness.objects.count() == Witness.objects.values("run_id").distinct().count()
+    assert (
+        succeeded.count()
+        == Witness.objects.count()
+        == Witness.objects.values("run_id").distinct().count()
+    )
     assert not Attempt.objects.exclude(number=1).exists()
     assert set(Witness.objects.values_list("worker", flat=True)) == {"a", "b", "c"}
     late = lateness()
     p50, p99 = percentile(late, 0.5), percentile(late, 0.99)
-    print(f"\nrace: {runs} runs, {len(late)} started; lateness p50={p50*1000:.0f} ms "
-          f"p99={p99*1000:.0f} ms max={max(late)*1000:.0f} ms")
+    print(
+        f"\nrace: {runs} runs, {len(late)} started; lateness p50={p50 * 1000:.0f} ms "
+        f"p99={p99 * 1000:.0f} ms max={max(late) * 1000:.0f} ms"
+    )
     assert p99 < 1.0, f"replicas did not keep up: p99 start lateness {p99:.3f}s"
 
 
 def test_kill_9_mid_flight_recovers_in_flight_runs_without_duplicates(replicas):
     # 1.5 s jobs every 2 s, 3 s timeout: the lease is 6 s
     Schedule.objects.bulk_create(
-        Schedule(name=f"slow-{i}", job="tests.sleep", cron="*/2 * * * * *",
-                 kwargs={"seconds": 1.5, "label": "slow"}, timeout=timedelta(seconds=3),
-                 max_attempts=5, misfire_policy="skip")
+        Schedule(
+            name=f"slow-{i}",
+            job="tests.sleep",
+            cron="*/2 * * * * *",
+            kwargs={"seconds": 1.5, "label": "slow"},
+            timeout=timedelta(seconds=3),
+            max_attempts=5,
+            misfire_policy="skip",
+        )
         for i in range(6)
     )
     victim = replicas("victim", "--concurrency", "6")
@@ -108,8 +127,9 @@ def test_kill_9_mid_flight_recovers_in_flight_runs_without_duplicates(replicas):
     held: set[int] = set()
 
     def victim_busy() -> bool:
-        held.update(JobRun.objects.filter(status="running", worker="victim")
-                    .values_list("id", flat=True))
+        held.update(
+            JobRun.objects.filter(status="running", worker="victim").values_list("id", flat=True)
+        )
         if len(held) >= 3:
             victim.kill9()  # at once, while they are in flight
             return True
@@ -117,24 +137,33 @@ def test_kill_9_mid_flight_recovers_in_flight_runs_without_duplicates(replicas):
         return False
 
     wait_until(victim_busy, timeout=20, interval=0.05, what="the victim to hold running runs")
-    still_running = set(JobRun.objects.filter(id__in=held, status="running")
-                        .values_list("id", flat=True))
+    still_running = set(
+        JobRun.objects.filter(id__in=held, status="running").values_list("id", flat=True)
+    )
     assert still_running, "the jobs finished before the kill landed"
     held = still_running
     survivor = replicas("survivor", "--concurrency", "6")
     survivor.wait_for_log("running loops")
     # recovered after lease expiry (6 s) by the survivor's reaper, then run again
-    wait_until(lambda: not JobRun.objects.filter(id__in=held, status="running", worker="victim").exists()
-               and JobRun.objects.filter(id__in=held, status="succeeded").count() == len(held),
-               timeout=40, what="the killed replica's runs to be recovered and succeed")
+    wait_until(
+        lambda: (
+            not JobRun.objects.filter(id__in=held, status="running", worker="victim").exists()
+            and JobRun.objects.filter(id__in=held, status="succeeded").count() == len(held)
+        ),
+        timeout=40,
+        what="the killed replica's runs to be recovered and succeed",
+    )
     time.sleep(2)
     assert survivor.stop() == 0, survivor.log()[-3000:]
 
     assert_no_duplicate_runs()
     assert_no_gaps(step_seconds=2)
     for run_id in held:
-        statuses = list(Attempt.objects.filter(job_run_id=run_id).order_by("number")
-                        .values_list("status", flat=True))
+        statuses = list(
+            Attempt.objects.filter(job_run_id=run_id)
+            .order_by("number")
+            .values_list("status", flat=True)
+        )
         assert statuses[0] == "lost" and statuses[-1] == "succeeded", (run_id, statuses)
         assert Witness.objects.filter(run_id=run_id).count() == 1  # the killed one never finished
     # nothing ran twice to completion, and no run is stuck
@@ -148,35 +177,51 @@ def test_kill_9_mid_flight_recovers_in_flight_runs_without_duplicates(replicas):
 def _attempt_numbers() -> dict[int, list[int]]:
     result: dict[int, list[int]] = {}
     for run_id, number in Attempt.objects.order_by("job_run_id", "number").values_list(
-            "job_run_id", "number"):
+        "job_run_id", "number"
+    ):
         result.setdefault(run_id, []).append(number)
     return result
 
 
 def test_sigterm_drains_running_jobs_and_exits_zero(replicas):
-    Schedule.objects.create(name="drain", job="tests.sleep", cron="* * * * * *",
-                            kwargs={"seconds": 2.0, "cooperative": False}, misfire_policy="skip")
+    Schedule.objects.create(
+        name="drain",
+        job="tests.sleep",
+        cron="* * * * * *",
+        kwargs={"seconds": 2.0, "cooperative": False},
+        misfire_policy="skip",
+    )
     replica = replicas("drainer", "--concurrency", "4")
     replica.wait_for_log("running loops")
-    wait_until(lambda: JobRun.objects.filter(status="running").count() >= 2, timeout=20,
-               what="jobs in flight")
+    wait_until(
+        lambda: JobRun.objects.filter(status="running").count() >= 2,
+        timeout=20,
+        what="jobs in flight",
+    )
     in_flight = set(JobRun.objects.filter(status="running").values_list("id", flat=True))
     began = time.monotonic()
     assert replica.stop(timeout=30) == 0, replica.log()[-3000:]
     assert time.monotonic() - began < 10  # finished its 2 s jobs, did not wait for the grace
     assert "stopping" in replica.log()
-    assert set(JobRun.objects.filter(id__in=in_flight).values_list("status", flat=True)) == {"succeeded"}
+    assert set(JobRun.objects.filter(id__in=in_flight).values_list("status", flat=True)) == {
+        "succeeded"
+    }
     assert Witness.objects.filter(run_id__in=in_flight).count() == len(in_flight)
     assert not JobRun.objects.filter(status="running").exists()
 
 
 def test_second_signal_exits_one_at_once(replicas):
-    Schedule.objects.create(name="stubborn", job="tests.sleep", cron="* * * * * *",
-                            kwargs={"seconds": 30.0, "cooperative": False})
+    Schedule.objects.create(
+        name="stubborn",
+        job="tests.sleep",
+        cron="* * * * * *",
+        kwargs={"seconds": 30.0, "cooperative": False},
+    )
     replica = replicas("stubborn", "--concurrency", "2")
     replica.wait_for_log("running loops")
-    wait_until(lambda: JobRun.objects.filter(status="running").exists(), timeout=20,
-               what="a job in flight")
+    wait_until(
+        lambda: JobRun.objects.filter(status="running").exists(), timeout=20, what="a job in flight"
+    )
     replica.signal(signal.SIGTERM)
     replica.wait_for_log("stopping")
     began = time.monotonic()
@@ -188,13 +233,19 @@ def test_second_signal_exits_one_at_once(replicas):
 
 
 def test_grace_period_exceeded_records_interrupted_attempts(replicas):
-    Schedule.objects.create(name="overrun", job="tests.sleep", cron="* * * * * *",
-                            kwargs={"seconds": 30.0, "cooperative": False},
-                            timeout=timedelta(seconds=60), misfire_policy="skip")
+    Schedule.objects.create(
+        name="overrun",
+        job="tests.sleep",
+        cron="* * * * * *",
+        kwargs={"seconds": 30.0, "cooperative": False},
+        timeout=timedelta(seconds=60),
+        misfire_policy="skip",
+    )
     replica = replicas("overrun", "--concurrency", "1", overrides={"SHUTDOWN_GRACE": 1})
     replica.wait_for_log("running loops")
-    wait_until(lambda: JobRun.objects.filter(status="running").exists(), timeout=20,
-               what="a job in flight")
+    wait_until(
+        lambda: JobRun.objects.filter(status="running").exists(), timeout=20, what="a job in flight"
+    )
     (run_id,) = JobRun.objects.filter(status="running").values_list("id", flat=True)
     assert replica.stop(timeout=20) == 0, replica.log()[-3000:]
     run = JobRun.objects.get(id=run_id)

@@ -100,7 +100,7 @@ def test_one_executor_pass_query_budget(db, django_assert_num_queries):
 
 
 def claim_one(executor: Executor):
-    (claim,) = executor._claim(connection, None, 1)  # noqa: SLF001 - driving one step by hand
+    (claim,) = executor._claim(connection, None, 1)
     return claim
 
 
@@ -114,14 +114,21 @@ def test_a_stale_token_cannot_write(db, write):
     JobRun.objects.filter(pk=run.pk).update(claimed_by=fresh)
     with connection.cursor() as cursor:
         if write == "release":
-            cursor.execute(queries.get("executor_release"),
-                           {"ids": [run.pk], "tokens": [claim.token]})
+            cursor.execute(
+                queries.get("executor_release"), {"ids": [run.pk], "tokens": [claim.token]}
+            )
         else:
-            cursor.execute(queries.get("executor_complete"), {
-                "now": None, "ids": [run.pk], "tokens": [claim.token],
-                "results": ["succeeded" if write == "complete" else "failed"],
-                "errors": [""], "delays": [1.0],
-            })
+            cursor.execute(
+                queries.get("executor_complete"),
+                {
+                    "now": None,
+                    "ids": [run.pk],
+                    "tokens": [claim.token],
+                    "results": ["succeeded" if write == "complete" else "failed"],
+                    "errors": [""],
+                    "delays": [1.0],
+                },
+            )
         assert cursor.fetchall() == []
     run.refresh_from_db()
     assert run.status == "running" and run.claimed_by == fresh and run.attempts == 1
@@ -171,8 +178,9 @@ def test_lost_lease_cancels_the_job_and_discards_its_result(db):
     run = enqueue("tests.noop", timeout=seconds(30))
     executor = Executor(concurrency=1, clock=clock)
     claim = claim_one(executor)
-    JobRun.objects.filter(pk=run.pk).update(status="cancelled", claimed_by=None,
-                                            claim_expires_at=None, finished_at=now_db())
+    JobRun.objects.filter(pk=run.pk).update(
+        status="cancelled", claimed_by=None, claim_expires_at=None, finished_at=now_db()
+    )
     clock.t += 21  # a third of the 60 s lease: time to renew
     result = executor.run_once()
     assert result.lost == 1 and claim.context.is_cancelled()
@@ -241,9 +249,17 @@ def test_reaper_leaves_alone_a_run_that_finished_between_its_read_and_write(db):
     assert [c[0] for c in candidates] == [run.pk]
     # the worker was only slow: it completes now, fenced on its (still current) token
     with connection.cursor() as cursor:
-        cursor.execute(queries.get("executor_complete"), {
-            "now": None, "ids": [run.pk], "tokens": [claim.token], "results": ["succeeded"],
-            "errors": [""], "delays": [1.0]})
+        cursor.execute(
+            queries.get("executor_complete"),
+            {
+                "now": None,
+                "ids": [run.pk],
+                "tokens": [claim.token],
+                "results": ["succeeded"],
+                "errors": [""],
+                "delays": [1.0],
+            },
+        )
     assert reaper.reap(candidates).retried == 0
     run.refresh_from_db()
     assert run.status == "succeeded" and attempts_of(run) == [(1, "succeeded")]
@@ -255,8 +271,9 @@ def test_reaper_leaves_alone_a_run_reclaimed_between_its_read_and_write(db):
     expire(run)
     reaper = Reaper()
     candidates = reaper.candidates()
-    JobRun.objects.filter(pk=run.pk).update(claimed_by=uuid.uuid4(),
-                                            claim_expires_at=now_db() + seconds(60))
+    JobRun.objects.filter(pk=run.pk).update(
+        claimed_by=uuid.uuid4(), claim_expires_at=now_db() + seconds(60)
+    )
     assert reaper.reap(candidates).retried == 0
     run.refresh_from_db()
     assert run.status == "running" and attempts_of(run) == []
@@ -288,9 +305,17 @@ def test_retention_deletes_old_terminal_runs_with_their_attempts(db):
 def test_executor_claim_uses_the_claimable_index(db):
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("EXPLAIN " + queries.get("executor_claim"), {
-            "now": None, "limit": 4, "jobs": ["tests.noop"], "queues": None,
-            "worker": "w", "lease_factor": 2.0})
+        cursor.execute(
+            "EXPLAIN " + queries.get("executor_claim"),
+            {
+                "now": None,
+                "limit": 4,
+                "jobs": ["tests.noop"],
+                "queues": None,
+                "worker": "w",
+                "lease_factor": 2.0,
+            },
+        )
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "pgsched_run_claimable_idx" in plan, plan
 

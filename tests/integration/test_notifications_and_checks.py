@@ -41,8 +41,10 @@ def test_creating_changing_and_pausing_notify_with_ids_only(listening):
 
 
 def test_a_bulk_update_sends_one_notification(listening):
-    Schedule.objects.bulk_create(Schedule(name=f"b{i}", job="tests.noop", cron="* * * * *",
-                                          next_fire_at=T) for i in range(20))
+    Schedule.objects.bulk_create(
+        Schedule(name=f"b{i}", job="tests.noop", cron="* * * * *", next_fire_at=T)
+        for i in range(20)
+    )
     listening()
     Schedule.objects.update(status="paused")
     (note,) = listening()
@@ -61,8 +63,9 @@ def test_the_planners_own_advance_notifies_executors_not_planners(listening):
 def test_listener_wakes_the_matching_event_and_reconnects(transactional_db):
     stop = threading.Event()
     planner_wake, executor_wake = threading.Event(), threading.Event()
-    listener = Listener({"pgsched_schedule": [planner_wake], "pgsched_wait": [executor_wake]},
-                        stop=stop, poll=0.1)
+    listener = Listener(
+        {"pgsched_schedule": [planner_wake], "pgsched_wait": [executor_wake]}, stop=stop, poll=0.1
+    )
     thread = threading.Thread(target=listener.run)
     thread.start()
     try:
@@ -75,8 +78,10 @@ def test_listener_wakes_the_matching_event_and_reconnects(transactional_db):
         planner_wake.clear()
         listener.connected.clear()
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                           "WHERE application_name LIKE 'pgsched listener%%'")
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name LIKE 'pgsched listener%%'"
+            )
         assert listener.connected.wait(15) and planner_wake.wait(5)
     finally:
         stop.set()
@@ -92,22 +97,28 @@ def test_checks_pass_for_the_test_settings():
     assert not [m for m in checks.run_checks() if m.id and m.id.startswith("pgsched")]
 
 
-@pytest.mark.parametrize(("overrides", "expected"), [
-    ({"USE_TZ": False}, "pgsched.E001"),
-    ({"PGSCHED": {"PLANNER_BACTH": 10}}, "pgsched.E003"),
-    ({"PGSCHED": {"LEASE_FACTOR": 1.0}}, "pgsched.E004"),
-    ({"PGSCHED": {"SCHEDULES": {"x": {"job": "nope", "cron": "* * * * *"}}}}, "pgsched.E005"),
-    ({"PGSCHED": {"IDLE_IN_TRANSACTION_TIMEOUT": timedelta(hours=1)}}, "pgsched.W001"),
-    ({"PGSCHED": {"DATABASE_ALIAS": "other"}}, "pgsched.E003"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"USE_TZ": False}, "pgsched.E001"),
+        ({"PGSCHED": {"PLANNER_BACTH": 10}}, "pgsched.E003"),
+        ({"PGSCHED": {"LEASE_FACTOR": 1.0}}, "pgsched.E004"),
+        ({"PGSCHED": {"SCHEDULES": {"x": {"job": "nope", "cron": "* * * * *"}}}}, "pgsched.E005"),
+        ({"PGSCHED": {"IDLE_IN_TRANSACTION_TIMEOUT": timedelta(hours=1)}}, "pgsched.W001"),
+        ({"PGSCHED": {"DATABASE_ALIAS": "other"}}, "pgsched.E003"),
+    ],
+)
 def test_checks_catch_bad_configuration(overrides, expected):
     with override_settings(**overrides):
         assert expected in ids(checks.run_checks())
 
 
 def test_database_check_accepts_this_server(db):
-    assert not [m for m in checks.run_checks(tags=[checks.Tags.database], databases=["default"])
-                if m.id and m.id.startswith("pgsched")]
+    assert not [
+        m
+        for m in checks.run_checks(tags=[checks.Tags.database], databases=["default"])
+        if m.id and m.id.startswith("pgsched")
+    ]
 
 
 class ToReplica:

@@ -71,7 +71,7 @@ def test_interval_lattice_is_anchored_not_now_plus_interval(make_schedule):
     # anchor + 7k in [12:00:00, 12:00:05]: 12:00:03 is 3600 s = 514*7 + 2 after... check directly
     expected = [
         t.strftime("%H:%M:%S")
-        for t in (anchor + seconds(7 * k) for k in range(0, 1000))
+        for t in (anchor + seconds(7 * k) for k in range(1000))
         if T <= t <= T + seconds(5)
     ]
     assert runs_of(s) == expected
@@ -86,8 +86,12 @@ def test_interval_lattice_is_anchored_not_now_plus_interval(make_schedule):
 )
 def test_three_hour_outage_under_each_policy(make_schedule, policy, limit, runs_in_outage, skipped):
     # per-minute cron, last planned 3 h ago; grace 60 s makes 12:00:00 on time (not missed)
-    s = make_schedule(cron="0 * * * * *", next_fire_at=T - timedelta(hours=3),
-                      misfire_policy=policy, catch_up_limit=limit)
+    s = make_schedule(
+        cron="0 * * * * *",
+        next_fire_at=T - timedelta(hours=3),
+        misfire_policy=policy,
+        catch_up_limit=limit,
+    )
     result = Planner().run_once(now=T)
     s.refresh_from_db()
     missed_runs = JobRun.objects.filter(schedule=s, scheduled_for__lt=T - seconds(60))
@@ -115,8 +119,10 @@ def test_a_broken_row_is_isolated_and_marked(make_schedule):
     good = make_schedule(cron="* * * * * *", next_fire_at=T)
     bad = make_schedule(cron="* * * * * *", next_fire_at=T)
     with connection.cursor() as cursor:  # slips past the model: the planner must cope
-        cursor.execute("UPDATE pgsched_schedule SET cron = 'R * * * *', next_fire_at = %s"
-                       " WHERE id = %s", [T, bad.pk])
+        cursor.execute(
+            "UPDATE pgsched_schedule SET cron = 'R * * * *', next_fire_at = %s WHERE id = %s",
+            [T, bad.pk],
+        )
     result = Planner().run_once(now=T)
     good.refresh_from_db()
     bad.refresh_from_db()
@@ -178,12 +184,13 @@ def test_changing_the_cron_retimes_the_schedule(make_schedule):
 def test_second_connection_holding_a_schedule_lock_makes_the_planner_skip_it(
     transactional_db, other_connection
 ):
-    locked = Schedule.objects.create(name="locked", job="tests.noop", cron="* * * * * *",
-                                     next_fire_at=T)
-    free = Schedule.objects.create(name="free", job="tests.noop", cron="* * * * * *",
-                                   next_fire_at=T)
-    other_connection.execute("SELECT 1 FROM pgsched_schedule WHERE id = %s FOR UPDATE",
-                             [locked.pk])
+    locked = Schedule.objects.create(
+        name="locked", job="tests.noop", cron="* * * * * *", next_fire_at=T
+    )
+    free = Schedule.objects.create(
+        name="free", job="tests.noop", cron="* * * * * *", next_fire_at=T
+    )
+    other_connection.execute("SELECT 1 FROM pgsched_schedule WHERE id = %s FOR UPDATE", [locked.pk])
     result = Planner().run_once(now=T)  # must not wait for the lock
     assert result.schedules == 1
     assert runs_of(free) and runs_of(locked) == []
@@ -216,8 +223,12 @@ def test_two_planners_racing_over_one_window_create_each_occurrence_once(transac
     for t in threads:
         t.join()
     assert sum(results) == 300 * 6 == JobRun.objects.count()
-    assert not JobRun.objects.values("schedule_id", "scheduled_for").annotate(
-        n=__import__("django.db.models", fromlist=["Count"]).Count("id")).filter(n__gt=1).exists()
+    assert (
+        not JobRun.objects.values("schedule_id", "scheduled_for")
+        .annotate(n=__import__("django.db.models", fromlist=["Count"]).Count("id"))
+        .filter(n__gt=1)
+        .exists()
+    )
     assert all(r > 0 for r in results), results  # SKIP LOCKED shared the work
 
 
@@ -226,8 +237,10 @@ def test_planner_claim_uses_the_due_index(db):
         cursor.execute("SET LOCAL enable_seqscan = off")
         from django_pgsched import queries
 
-        cursor.execute("EXPLAIN " + queries.get("planner_claim"),
-                       {"now": T, "lookahead": seconds(5), "batch": 500})
+        cursor.execute(
+            "EXPLAIN " + queries.get("planner_claim"),
+            {"now": T, "lookahead": seconds(5), "batch": 500},
+        )
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "pgsched_schedule_due_idx" in plan, plan
 

@@ -45,8 +45,14 @@ def fail(context: RunContext, message: str = "boom", **kwargs: Any) -> None:
 
 
 @job(name="tests.sleep", takes_context=True)
-def sleep(context: RunContext, seconds: float = 1.0, label: str = "", cooperative: bool = True,
-          witness: bool = True, **kwargs: Any) -> None:
+def sleep(
+    context: RunContext,
+    seconds: float = 1.0,
+    label: str = "",
+    cooperative: bool = True,
+    witness: bool = True,
+    **kwargs: Any,
+) -> None:
     """Sleeps, polling is_cancelled() when cooperative; witnesses only if it ran to the end."""
     started = datetime.now(UTC)
     deadline = time.monotonic() + seconds

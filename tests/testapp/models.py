@@ -18,3 +18,6 @@ class Witness(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["run_id"])]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} attempt {self.attempt} by {self.worker}"

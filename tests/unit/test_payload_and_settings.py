@@ -13,8 +13,9 @@ from django_pgsched.registry import get_job, job, require_job
 
 
 def check(value, **limits):
-    return validate_kwargs(value, max_bytes=limits.get("max_bytes", 65536),
-                           max_depth=limits.get("max_depth", 32))
+    return validate_kwargs(
+        value, max_bytes=limits.get("max_bytes", 65536), max_depth=limits.get("max_depth", 32)
+    )
 
 
 def nested(depth: int) -> dict:
@@ -24,24 +25,27 @@ def nested(depth: int) -> dict:
     return value
 
 
-@pytest.mark.parametrize(("value", "message"), [
-    ({"x": float("nan")}, "NaN/Infinity"),
-    ({"x": float("inf")}, "NaN/Infinity"),
-    ({"x": "a\x00b"}, "NUL characters"),
-    ({"x\x00": 1}, "NUL characters"),
-    ({"x": "\ud800"}, "unpaired surrogate"),
-    ({"x": {1, 2}}, "set at .x is not a JSON type"),
-    ({"x": b"bytes"}, "bytes at .x is not a JSON type"),
-    ({"x": __import__("decimal").Decimal("1.5")}, "Decimal"),
-    ({"x": "y" * 70000}, "exceeds the limit of 65,536 bytes"),
-    (nested(40), "nesting deeper than 32"),
-    ([1, 2], "must be a JSON object"),
-    ("[1, 2]", "must be a JSON object"),
-    ("{not json", "must be JSON"),
-    ({"class": 1}, "not a valid keyword-argument name"),
-    ({"not valid": 1}, "not a valid keyword-argument name"),
-    ({str(i): i for i in range(1001)}, "more than 1000 keys"),
-])
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"x": float("nan")}, "NaN/Infinity"),
+        ({"x": float("inf")}, "NaN/Infinity"),
+        ({"x": "a\x00b"}, "NUL characters"),
+        ({"x\x00": 1}, "NUL characters"),
+        ({"x": "\ud800"}, "unpaired surrogate"),
+        ({"x": {1, 2}}, "set at .x is not a JSON type"),
+        ({"x": b"bytes"}, "bytes at .x is not a JSON type"),
+        ({"x": __import__("decimal").Decimal("1.5")}, "Decimal"),
+        ({"x": "y" * 70000}, "exceeds the limit of 65,536 bytes"),
+        (nested(40), "nesting deeper than 32"),
+        ([1, 2], "must be a JSON object"),
+        ("[1, 2]", "must be a JSON object"),
+        ("{not json", "must be JSON"),
+        ({"class": 1}, "not a valid keyword-argument name"),
+        ({"not valid": 1}, "not a valid keyword-argument name"),
+        ({str(i): i for i in range(1001)}, "more than 1000 keys"),
+    ],
+)
 def test_bad_payloads_are_rejected_with_a_clear_message(value, message):
     with pytest.raises(ValidationError) as info:
         check(value)
@@ -62,17 +66,20 @@ def test_settings_defaults_and_durations():
     assert s.PLANNER_BATCH == Settings().PLANNER_BATCH == 500
 
 
-@pytest.mark.parametrize(("raw", "message"), [
-    ({"PLANER_BATCH": 5}, "unknown key(s) 'PLANER_BATCH'"),
-    ({"PLANNER_BATCH": 0}, "PLANNER_BATCH"),
-    ({"PLANNER_BATCH": "500"}, "PLANNER_BATCH"),
-    ({"PLANNER_INTERVAL": -1}, "must be positive"),
-    ({"PLANNER_INTERVAL": "1s"}, "expected a timedelta or a number of seconds"),
-    ({"MISFIRE_GRACE": float("nan")}, "not a finite duration"),
-    ({"DEFAULT_MISFIRE_POLICY": "all"}, "is not one of skip, latest, catch_up"),
-    ({"DEFAULT_MAX_ATTEMPTS": 9}, "from 1 to 8"),
-    ({"LISTEN": "yes"}, "LISTEN"),
-])
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"PLANER_BATCH": 5}, "unknown key(s) 'PLANER_BATCH'"),
+        ({"PLANNER_BATCH": 0}, "PLANNER_BATCH"),
+        ({"PLANNER_BATCH": "500"}, "PLANNER_BATCH"),
+        ({"PLANNER_INTERVAL": -1}, "must be positive"),
+        ({"PLANNER_INTERVAL": "1s"}, "expected a timedelta or a number of seconds"),
+        ({"MISFIRE_GRACE": float("nan")}, "not a finite duration"),
+        ({"DEFAULT_MISFIRE_POLICY": "all"}, "is not one of skip, latest, catch_up"),
+        ({"DEFAULT_MAX_ATTEMPTS": 9}, "from 1 to 8"),
+        ({"LISTEN": "yes"}, "LISTEN"),
+    ],
+)
 def test_bad_settings_are_rejected(raw, message):
     with pytest.raises(ImproperlyConfigured, match=__import__("re").escape(message)):
         build_settings(raw)
@@ -96,12 +103,15 @@ def test_job_default_name_is_module_and_qualname():
     assert get_job(f"{__name__}.test_job_default_name_is_module_and_qualname.<locals>.plain")
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({"name": "bad name"}, "not a valid job name"),
-    ({"max_attempts": 9}, "from 1 to 8"),
-    ({"timeout": timedelta(0)}, "between 1 second and 7 days"),
-    ({"queue": ""}, "not a valid queue name"),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"name": "bad name"}, "not a valid job name"),
+        ({"max_attempts": 9}, "from 1 to 8"),
+        ({"timeout": timedelta(0)}, "between 1 second and 7 days"),
+        ({"queue": ""}, "not a valid queue name"),
+    ],
+)
 def test_job_decorator_rejects_bad_options(options, message):
     with pytest.raises(ImproperlyConfigured, match=message):
         job(**options)(lambda **kw: None)
@@ -115,11 +125,12 @@ def test_takes_context_needs_a_positional_parameter():
 def test_two_functions_cannot_share_a_name():
     job(name="unit.dup")(lambda **kw: None)
     with pytest.raises(ImproperlyConfigured, match="registered twice"):
+
         @job(name="unit.dup")
         def other(**kwargs):
             return None
 
 
 def test_unknown_job_is_a_validation_error_naming_it():
-    with pytest.raises(ValidationError, match="unknown job 'os.system'"):
+    with pytest.raises(ValidationError, match=r"unknown job 'os\.system'"):
         require_job("os.system")

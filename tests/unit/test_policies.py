@@ -16,10 +16,26 @@ LOOKAHEAD = timedelta(seconds=5)
 EVERY_MINUTE = timetable.cron("0 * * * * *")
 
 
-def plan(policy: str, *, start: datetime | None, now: datetime = T, limit: int = 10,
-         lattice: timetable.Timetable = EVERY_MINUTE, grace: timedelta = GRACE, max_runs: int = 2000):
-    return decide(lattice, next_fire_at=start, now=now, lookahead=LOOKAHEAD, grace=grace,
-                  policy=policy, catch_up_limit=limit, max_runs=max_runs)
+def plan(
+    policy: str,
+    *,
+    start: datetime | None,
+    now: datetime = T,
+    limit: int = 10,
+    lattice: timetable.Timetable = EVERY_MINUTE,
+    grace: timedelta = GRACE,
+    max_runs: int = 2000,
+):
+    return decide(
+        lattice,
+        next_fire_at=start,
+        now=now,
+        lookahead=LOOKAHEAD,
+        grace=grace,
+        policy=policy,
+        catch_up_limit=limit,
+        max_runs=max_runs,
+    )
 
 
 def test_rounding_to_whole_seconds():
@@ -45,8 +61,9 @@ def test_fractional_now():
     assert d.runs[0] == T and d.runs[-1] == T + 5 * S  # <= now + 5 s
 
 
-@pytest.mark.parametrize(("policy", "kept", "skipped"),
-                         [("skip", 0, 179), ("latest", 1, 178), ("catch_up", 10, 169)])
+@pytest.mark.parametrize(
+    ("policy", "kept", "skipped"), [("skip", 0, 179), ("latest", 1, 178), ("catch_up", 10, 169)]
+)
 def test_three_hour_outage(policy, kept, skipped):
     d = plan(policy, start=T - timedelta(hours=3))
     missed = [t for t in d.runs if t < T - GRACE]
@@ -97,8 +114,12 @@ def test_unknown_policy_is_rejected():
         plan("all", start=T)
 
 
-@pytest.mark.parametrize(("attempt", "low", "high"), [(1, 1, 2), (2, 2, 4), (3, 4, 8), (30, 30, 60)])
+@pytest.mark.parametrize(
+    ("attempt", "low", "high"), [(1, 1, 2), (2, 2, 4), (3, 4, 8), (30, 30, 60)]
+)
 def test_retry_delay_grows_exponentially_with_bounded_jitter(attempt, low, high):
     base, cap = timedelta(seconds=2), timedelta(seconds=60)
     assert retry_delay(attempt, base=base, cap=cap, jitter=0.0) == low
-    assert retry_delay(attempt, base=base, cap=cap, jitter=0.999999) == pytest.approx(high, rel=1e-5)
+    assert retry_delay(attempt, base=base, cap=cap, jitter=0.999999) == pytest.approx(
+        high, rel=1e-5
+    )

@@ -32,15 +32,26 @@ def count(value: str) -> int:
 
 
 class Command(BaseCommand):
-    help = ("Check a cron expression (5 fields, or 6 with seconds first; UTC) and print its "
-            "next fire times.")
+    help = (
+        "Check a cron expression (5 fields, or 6 with seconds first; UTC) and print its "
+        "next fire times."
+    )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("expression", help='e.g. "0 30 9 * * MON-FRI" (quote it)')
-        parser.add_argument("-n", "--count", type=count, default=5,
-                            help="how many fire times to show (default: %(default)s)")
-        parser.add_argument("--after", type=aware, default=None,
-                            help="start from this time (ISO 8601 with offset; default: now)")
+        parser.add_argument(
+            "-n",
+            "--count",
+            type=count,
+            default=5,
+            help="how many fire times to show (default: %(default)s)",
+        )
+        parser.add_argument(
+            "--after",
+            type=aware,
+            default=None,
+            help="start from this time (ISO 8601 with offset; default: now)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:

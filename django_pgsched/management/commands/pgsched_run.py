@@ -30,8 +30,12 @@ class Command(BaseCommand):
         target = parser.add_mutually_exclusive_group(required=True)
         target.add_argument("--job", help="the registered job name")
         target.add_argument("--schedule", help="run this schedule's job with its kwargs")
-        parser.add_argument("--kwargs", type=json_object, default=None,
-                            help='keyword arguments as a JSON object (with --job), e.g. \'{"n": 1}\'')
+        parser.add_argument(
+            "--kwargs",
+            type=json_object,
+            default=None,
+            help="keyword arguments as a JSON object (with --job), e.g. '{\"n\": 1}'",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:

@@ -56,18 +56,36 @@ class Command(BaseCommand):
     requires_migrations_checks = True
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--concurrency", type=positive_int, default=None,
-                            help="executor slots: jobs running at once (default: PGSCHED['CONCURRENCY'])")
-        parser.add_argument("--loops", type=loop_names, default=list(LOOPS),
-                            help="comma-separated loops to run (default: %(default)s)")
-        parser.add_argument("--queues", type=queue_names, default=None,
-                            help="comma-separated queues the executor serves (default: all)")
-        parser.add_argument("--worker-id", default=None,
-                            help="a readable name for this replica (default: host:pid)")
-        parser.add_argument("--metrics-port", type=port, default=None,
-                            help="serve Prometheus metrics, /healthz and /readyz on this port")
-        parser.add_argument("--no-sync", action="store_true",
-                            help="do not upsert PGSCHED['SCHEDULES'] at start")
+        parser.add_argument(
+            "--concurrency",
+            type=positive_int,
+            default=None,
+            help="executor slots: jobs running at once (default: PGSCHED['CONCURRENCY'])",
+        )
+        parser.add_argument(
+            "--loops",
+            type=loop_names,
+            default=list(LOOPS),
+            help="comma-separated loops to run (default: %(default)s)",
+        )
+        parser.add_argument(
+            "--queues",
+            type=queue_names,
+            default=None,
+            help="comma-separated queues the executor serves (default: all)",
+        )
+        parser.add_argument(
+            "--worker-id", default=None, help="a readable name for this replica (default: host:pid)"
+        )
+        parser.add_argument(
+            "--metrics-port",
+            type=port,
+            default=None,
+            help="serve Prometheus metrics, /healthz and /readyz on this port",
+        )
+        parser.add_argument(
+            "--no-sync", action="store_true", help="do not upsert PGSCHED['SCHEDULES'] at start"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not logger.handlers and not logging.getLogger().handlers:
@@ -103,6 +121,10 @@ class Command(BaseCommand):
             except Exception as exc:
                 raise CommandError(f"PGSCHED['SCHEDULES']: {exc}") from exc
             if result.created or result.updated or result.deleted:
-                logger.info("schedules from settings: %d created, %d updated, %d deleted",
-                            len(result.created), len(result.updated), len(result.deleted))
+                logger.info(
+                    "schedules from settings: %d created, %d updated, %d deleted",
+                    len(result.created),
+                    len(result.updated),
+                    len(result.deleted),
+                )
             return

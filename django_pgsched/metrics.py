@@ -1,0 +1,238 @@
+"""Prometheus metrics and health endpoints for ``runscheduler --metrics-port``.
+
+Counters subscribe to :mod:`django_pgsched.events`, which are sent after the
+work committed, so they move by exactly what the database recorded. Gauges
+that describe the database (backlog, clock skew) are read at scrape time by a
+custom collector, so every replica answers the same and no leader is needed.
+
+Endpoints: ``/metrics``, ``/healthz`` (200 while every loop of this replica
+keeps ticking), ``/readyz`` (200 while the database answers).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+from django.db import DatabaseError, connections
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from . import events
+from .conf import get_settings
+
+if TYPE_CHECKING:
+    from .runner import Runner
+
+logger = logging.getLogger(__name__)
+
+TERMINAL = ("succeeded", "failed", "cancelled")
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+
+
+class Metrics:
+    """The contract's metrics in a registry of their own."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.occurrences = Counter(
+            "pgsched_schedule_occurrences",
+            "Runs materialised from schedule occurrences.",
+            ["queue", "job", "kind"],
+            registry=r,
+        )
+        self.skipped = Counter(
+            "pgsched_schedule_skipped_occurrences",
+            "Due occurrences a misfire policy discarded (also in Schedule.skipped_occurrences).",
+            ["queue", "job", "kind", "policy"],
+            registry=r,
+        )
+        self.finished = Counter(
+            "pgsched_runs_finished",
+            "Runs that reached a terminal status.",
+            ["queue", "job", "status"],
+            registry=r,
+        )
+        self.duration = Histogram(
+            "pgsched_run_duration_seconds",
+            "Duration of each attempt, on this replica's clock.",
+            ["queue", "job"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.leases_lost = Counter(
+            "pgsched_leases_lost", "Leases this replica found it no longer held.", registry=r
+        )
+        self.leases_reaped = Counter(
+            "pgsched_leases_reaped", "Expired leases this replica's reaper recovered.", registry=r
+        )
+
+    # -- event receivers ---------------------------------------------------------------
+
+    def on_planned(
+        self,
+        sender: object,
+        created: dict[tuple[str, str, str], int],
+        skipped: dict[tuple[str, str, str, str], int],
+        **kwargs: Any,
+    ) -> None:
+        for created_labels, count in created.items():
+            self.occurrences.labels(*created_labels).inc(count)
+        for skipped_labels, count in skipped.items():
+            self.skipped.labels(*skipped_labels).inc(count)
+
+    def on_attempt(
+        self, sender: object, job: str, queue: str, status: str, duration: float, **kwargs: Any
+    ) -> None:
+        self.duration.labels(queue, job).observe(duration)
+        if status in TERMINAL:
+            self.finished.labels(queue, job, status).inc()
+
+    def on_lost(self, sender: object, **kwargs: Any) -> None:
+        self.leases_lost.inc()
+
+    def on_reaped(self, sender: object, runs: list[tuple[Any, ...]], **kwargs: Any) -> None:
+        self.leases_reaped.inc(len(runs))
+        for _run_id, status, job, queue in runs:
+            if status in TERMINAL:
+                self.finished.labels(queue, job, status).inc()
+
+    def connect(self) -> None:
+        uid = f"pgsched-metrics-{id(self)}"
+        events.occurrences_planned.connect(self.on_planned, weak=False, dispatch_uid=uid)
+        events.attempt_finished.connect(self.on_attempt, weak=False, dispatch_uid=uid)
+        events.lease_lost.connect(self.on_lost, weak=False, dispatch_uid=uid)
+        events.leases_reaped.connect(self.on_reaped, weak=False, dispatch_uid=uid)
+
+    def disconnect(self) -> None:
+        uid = f"pgsched-metrics-{id(self)}"
+        for signal in (
+            events.occurrences_planned,
+            events.attempt_finished,
+            events.lease_lost,
+            events.leases_reaped,
+        ):
+            signal.disconnect(dispatch_uid=uid)
+
+
+class DatabaseCollector(Collector):
+    """Gauges read from the database at scrape time."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        alias = get_settings().DATABASE_ALIAS
+        try:
+            with connections[alias].cursor() as cursor:
+                before = time.time()
+                cursor.execute(
+                    "SELECT clock_timestamp(), (SELECT count(*) FROM pgsched_job_run"
+                    " WHERE status IN ('pending', 'retrying', 'running')"
+                    " AND fire_after <= clock_timestamp())"
+                )
+                db_time, backlog = cursor.fetchone()
+                after = time.time()
+        except DatabaseError:
+            logger.warning("metrics: the database did not answer", exc_info=True)
+            return
+        finally:
+            connections[alias].close()
+        yield GaugeMetricFamily(
+            "pgsched_runs_due_backlog",
+            "Runs due and not yet terminal (autoscale on this).",
+            value=backlog,
+        )
+        yield GaugeMetricFamily(
+            "pgsched_clock_skew_seconds",
+            "This replica's clock minus the database's.",
+            value=(before + after) / 2 - db_time.timestamp(),
+        )
+
+
+def loops_healthy(runner: Runner, now: float | None = None) -> dict[str, bool]:
+    """Whether each loop of ``runner`` ticked recently enough."""
+    now = time.monotonic() if now is None else now
+    s = runner.settings
+    intervals = {
+        "planner": s.PLANNER_INTERVAL.total_seconds(),
+        "executor": s.EXECUTOR_POLL_INTERVAL.total_seconds(),
+        "maintenance": min(s.REAPER_INTERVAL, s.RETENTION_INTERVAL).total_seconds(),
+    }
+    result = {}
+    for loop in runner.loops:
+        last = runner.state.last_tick.get(loop, runner.state.started)
+        result[loop] = now - last <= max(30.0, 10 * intervals[loop])
+    return result
+
+
+def _ready() -> bool:
+    alias = get_settings().DATABASE_ALIAS
+    try:
+        with connections[alias].cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return True
+    except DatabaseError:
+        return False
+    finally:
+        connections[alias].close()
+
+
+def make_server(
+    port: int,
+    runner: Runner,
+    metrics: Metrics,
+    host: str = "0.0.0.0",  # noqa: S104 - probes and scrapes come from outside the pod
+) -> ThreadingHTTPServer:
+    registry = metrics.registry
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._send(200, generate_latest(registry), "text/plain; version=0.0.4")
+            elif path == "/healthz":
+                loops = loops_healthy(runner)
+                ok = all(loops.values()) and not runner.stopping.is_set()
+                body = "\n".join(f"{k}: {'ok' if v else 'stalled'}" for k, v in loops.items())
+                self._send(200 if ok else 503, (body + "\n").encode(), "text/plain")
+            elif path == "/readyz":
+                ok = _ready()
+                self._send(
+                    200 if ok else 503, b"ok\n" if ok else b"database unreachable\n", "text/plain"
+                )
+            else:
+                self._send(404, b"not found\n", "text/plain")
+
+        def _send(self, code: int, body: bytes, content_type: str) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            logger.debug("metrics: " + format, *args)
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    return server
+
+
+def serve(
+    port: int,
+    runner: Runner,
+    host: str = "0.0.0.0",  # noqa: S104 - probes and scrapes come from outside the pod
+) -> ThreadingHTTPServer:
+    """Start the metrics and health server on a daemon thread."""
+    metrics = Metrics()
+    metrics.registry.register(DatabaseCollector())
+    metrics.connect()
+    server = make_server(port, runner, metrics, host)
+    thread = threading.Thread(target=server.serve_forever, name="pgsched-metrics", daemon=True)
+    thread.start()
+    logger.info("metrics, /healthz and /readyz on port %d", port)
+    return server
