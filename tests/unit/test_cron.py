@@ -44,7 +44,7 @@ def test_six_fields_are_seconds_first() -> None:
 def test_six_field_hourly_is_not_every_second_of_one_minute() -> None:
     # croniter's default (seconds LAST) would read this as every second of 00:05
     f = parse("0 5 * * * *")
-    assert (f.seconds, f.minutes, f.hours) == ({0}, {5}, ALL_HOURS)
+    assert (f.seconds, f.minutes, f.hours) == (frozenset({0}), frozenset({5}), ALL_HOURS)
 
 
 def test_five_fields_fire_at_second_zero() -> None:
