@@ -10,6 +10,7 @@ pgsched.E004   The lease must outlast the timeout (``LEASE_FACTOR`` > 1) and
 pgsched.E005   A schedule in ``PGSCHED["SCHEDULES"]`` is invalid.
 pgsched.E006   A database router sends the scheduler's models away from
                ``DATABASE_ALIAS`` (claims must go to the primary).
+pgsched.E007   Failpoints (``PGSCHED_FAILPOINTS``) are set while ``DEBUG`` is off.
 pgsched.W001   ``IDLE_IN_TRANSACTION_TIMEOUT`` is longer than the shortest
                lease, so a frozen replica could hold rows past it.
 =============  ==============================================================
@@ -106,7 +107,22 @@ def check_settings(
         )
     messages += _check_schedules()
     messages += _check_routers(s)
+    messages += _check_failpoints()
     return messages
+
+
+def _check_failpoints() -> list[checks.CheckMessage]:
+    from . import failpoints
+
+    if failpoints.enabled() and not django_settings.DEBUG:
+        return [
+            checks.Error(
+                f"{failpoints.ENV} is set: fault-injection failpoints are armed in this process.",
+                hint="Failpoints are for the test suite only; unset the variable (or use DEBUG).",
+                id="pgsched.E007",
+            )
+        ]
+    return []
 
 
 def _check_schedules() -> list[checks.CheckMessage]:

@@ -39,7 +39,7 @@ from typing import Any
 
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections
 
-from . import db, events
+from . import db, events, failpoints
 from .conf import Settings, get_settings
 from .context import RunContext
 from .leases import Lease
@@ -164,6 +164,8 @@ class Executor:
                 limit = self.idle_slots()
                 if limit > 0:
                     claimed = self._claim(conn, now, limit)
+                    if claimed:
+                        failpoints.hit("executor.after_claim")
                     for claim in claimed:
                         self._submit(claim)
                     if len(claimed) < limit:
@@ -385,6 +387,7 @@ class Executor:
         try:
             if not self.inline:  # a slot thread: treat each job like a request
                 close_old_connections()
+            failpoints.hit("executor.before_job")
             if spec is None:
                 result, error, retry = "failed", f"job {claim.job!r} is not registered here", False
             elif spec.takes_context:
@@ -399,6 +402,7 @@ class Executor:
                     close_old_connections()
                 except Exception:  # pragma: no cover
                     logger.debug("closing the job's connections failed", exc_info=True)
+        failpoints.hit("executor.after_job")
         with self._lock:
             state = claim.state
             if state == "running":
@@ -455,6 +459,7 @@ class Executor:
             ]
         if not due:
             return 0, 0
+        failpoints.hit("executor.before_renew")
         try:
             rows = db.fetchall(
                 conn,
@@ -499,6 +504,7 @@ class Executor:
         if not self._unwritten:
             return 0
         outcomes = [o for o in self._unwritten if o.claim.state != "abandoned"]
+        failpoints.hit("executor.before_record")
         try:
             rows = self._write(conn, now, outcomes)
         except (OperationalError, InterfaceError):
@@ -509,6 +515,7 @@ class Executor:
             for outcome in outcomes:
                 rows += self._write_one_or_minimal(conn, now, outcome)
         self._unwritten = []
+        failpoints.hit("executor.after_record")
         self._finish(outcomes, rows)
         return len(rows)
 

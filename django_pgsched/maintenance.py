@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from . import db, events
+from . import db, events, failpoints
 from .conf import Settings, get_settings
 from .policies import retry_delay
 
@@ -85,7 +85,10 @@ class Reaper:
         return ReapResult(candidates=len(candidates), retried=len(rows) - failed, failed=failed)
 
     def run_once(self, now: datetime | None = None) -> ReapResult:
-        return self.reap(self.candidates(now), now)
+        candidates = self.candidates(now)
+        if candidates:
+            failpoints.hit("reaper.between_steps")
+        return self.reap(candidates, now)
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,7 @@ class Retention:
                 now = db.fetchall(conn, "database_now", {})[0][0]
             cutoff = now - retention
             while batches < self.max_batches and time.monotonic() - started < self.time_budget:
+                failpoints.hit("retention.before_delete")
                 count = db.execute(
                     conn,
                     "retention_delete",

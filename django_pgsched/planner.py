@@ -29,7 +29,7 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import db, events, timetable
+from . import db, events, failpoints, timetable
 from .conf import Settings, get_settings
 from .policies import Decision, decide
 from .registry import get_job
@@ -99,6 +99,7 @@ class Planner:
             with transaction.atomic(using=self.using):
                 result = self._pass(conn, now)
         if result.schedules:
+            failpoints.hit("planner.after_commit")
             events.occurrences_planned.send(
                 sender=type(self),
                 created=result.created_by,
@@ -119,6 +120,7 @@ class Planner:
         rows = [_Row(*r[1:]) for r in claimed if r[1] is not None]
         if not rows:
             return PlanResult(db_now=db_now)
+        failpoints.hit("planner.after_claim")
 
         memo: dict[tuple[Any, ...], Decision] = {}
         for row in rows:
@@ -138,6 +140,7 @@ class Planner:
                     row.decision, row.error = None, f"could not store its runs: {exc}"[:2000]
                     with transaction.atomic(using=self.using):
                         self._apply(conn, [row])
+        failpoints.hit("planner.before_commit")
         return self._result(db_now, rows, inserted)
 
     def _decide(self, row: _Row, db_now: datetime, memo: dict[tuple[Any, ...], Decision]) -> None:

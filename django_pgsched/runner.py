@@ -22,7 +22,7 @@ from types import FrameType
 
 from django.db import DatabaseError, connections
 
-from . import db, events
+from . import db, events, failpoints
 from .conf import Settings, get_settings
 from .executor import Executor
 from .maintenance import Reaper, Retention
@@ -85,6 +85,7 @@ class Runner:
     def request_stop(self) -> None:
         """First stage of shutdown: stop claiming and planning; running jobs may finish."""
         if not self.stopping.is_set():
+            failpoints.hit("runner.on_stop")
             logger.info(
                 "stopping: no new claims; waiting up to %ss for running jobs",
                 self.settings.SHUTDOWN_GRACE.total_seconds(),
@@ -189,7 +190,7 @@ class Runner:
                 if result.batch_full:
                     continue
                 wait = interval
-            except DatabaseError:
+            except Exception:  # database down, a bug, a failpoint: log, back off, go on
                 wait = backoff
                 backoff = self._failed("planner", backoff)
             self.planner_wake.wait(wait)
@@ -217,7 +218,7 @@ class Runner:
                     self._tick("executor")
                     backoff = 0.5
                     wait = executor.seconds_until_next_pass()
-                except DatabaseError:
+                except Exception:
                     wait = backoff
                     backoff = self._failed("executor", backoff)
                 if self.stopping.is_set():
@@ -249,7 +250,7 @@ class Runner:
                     next_retention = now + retain_every
                 self._tick("maintenance")
                 events.loop_ticked.send(sender=type(self), loop="maintenance")
-            except DatabaseError:
+            except Exception:
                 self._failed("maintenance", 1.0)
                 next_reap = next_retention = time.monotonic() + 1.0
             self.stopping.wait(max(0.0, min(next_reap, next_retention) - time.monotonic()))

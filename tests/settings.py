@@ -10,7 +10,7 @@ import environ
 env = environ.Env()
 
 SECRET_KEY = "tests-only-not-secret"
-DEBUG = False
+DEBUG = bool(os.environ.get("PGSCHED_FAILPOINTS"))  # check E007: failpoints need DEBUG
 USE_TZ = True
 TIME_ZONE = "UTC"
 ALLOWED_HOSTS = ["*"]

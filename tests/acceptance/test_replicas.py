@@ -252,3 +252,37 @@ def test_grace_period_exceeded_records_interrupted_attempts(replicas):
     assert run.status == "retrying" and run.claimed_by is None
     (attempt,) = Attempt.objects.filter(job_run_id=run_id)
     assert attempt.status == "failed" and "grace period" in attempt.error
+
+
+def test_replicas_survive_their_database_sessions_being_terminated(replicas):
+    Schedule.objects.bulk_create(
+        Schedule(name=f"t-{i}", job="tests.witness", cron="* * * * * *", misfire_policy="skip")
+        for i in range(20)
+    )
+    started = [replicas(name, "--concurrency", "4") for name in ("x", "y")]
+    for replica in started:
+        replica.wait_for_log("running loops")
+    time.sleep(3)
+    killed = sql(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+        "WHERE application_name LIKE 'pgsched %%' AND pid <> pg_backend_pid()"
+    )[0][0]
+    assert killed >= 6  # planner, executor, maintenance, listener of each replica
+    cutoff = sql("SELECT statement_timestamp()")[0][0]
+    wait_until(
+        lambda: (
+            Witness.objects.filter(scheduled_for__gt=cutoff + timedelta(seconds=2)).count() >= 40
+        ),
+        timeout=20,
+        what="runs after the sessions were killed",
+    )
+    assert [replica.stop() for replica in started] == [0, 0]
+    assert_no_duplicate_runs()
+    assert_no_gaps(step_seconds=1)
+    assert sum(Schedule.objects.values_list("skipped_occurrences", flat=True)) == 0
+    assert not JobRun.objects.filter(status="running").exists()
+    assert Witness.objects.values("run_id").annotate(n=Count("id")).filter(n__gt=1).count() == 0
+    assert any(
+        "retrying in" in replica.log() or "lost its connection" in replica.log()
+        for replica in started
+    )

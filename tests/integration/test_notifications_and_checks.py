@@ -133,3 +133,19 @@ def test_router_sending_reads_elsewhere_is_an_error():
     with override_settings(DATABASE_ROUTERS=[ToReplica()]):
         messages = checks.run_checks()
     assert "pgsched.E006" in ids(messages)
+
+
+def test_the_scheduler_sessions_carry_their_timeouts(db):
+    from django_pgsched import db as pgsched_db
+
+    Planner().run_once(now=T)  # opens and configures this thread's session
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT current_setting('lock_timeout'), current_setting('statement_timeout'),"
+            " current_setting('idle_in_transaction_session_timeout'),"
+            " current_setting('application_name')"
+        )
+        lock, statement, idle, name = cursor.fetchone()
+    assert (lock, statement, idle) == ("5s", "1min", "1min")
+    assert name.startswith("pgsched planner ")
+    assert pgsched_db.default_worker_id() in name
