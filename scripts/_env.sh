@@ -34,7 +34,8 @@ if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1"
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
     -e "$ROOT[binary,embedded]" --group "$ROOT/pyproject.toml:test" \
-    --group "$ROOT/pyproject.toml:lint" --group "$ROOT/pyproject.toml:demo"
+    --group "$ROOT/pyproject.toml:lint" --group "$ROOT/pyproject.toml:demo" \
+    --group "$ROOT/pyproject.toml:docs" --group "$ROOT/pyproject.toml:browser"
   echo "$wanted" > "$stamp"
 fi
 export PATH="$VENV/bin:$PATH"
