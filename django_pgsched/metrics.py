@@ -139,8 +139,6 @@ class DatabaseCollector(Collector):
         except DatabaseError:
             logger.warning("metrics: the database did not answer", exc_info=True)
             return
-        finally:
-            connections[alias].close()
         yield GaugeMetricFamily(
             "pgsched_runs_due_backlog",
             "Runs due and not yet terminal (autoscale on this).",
@@ -177,8 +175,6 @@ def _ready() -> bool:
         return True
     except DatabaseError:
         return False
-    finally:
-        connections[alias].close()
 
 
 def make_server(
@@ -191,6 +187,12 @@ def make_server(
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            try:
+                self._get()
+            finally:
+                connections.close_all()  # each request runs on a short-lived thread
+
+        def _get(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/metrics":
                 self._send(200, generate_latest(registry), "text/plain; version=0.0.4")

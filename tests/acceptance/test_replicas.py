@@ -286,3 +286,48 @@ def test_replicas_survive_their_database_sessions_being_terminated(replicas):
         "retrying in" in replica.log() or "lost its connection" in replica.log()
         for replica in started
     )
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_running_replica_serves_metrics_and_probes(replicas):
+    import urllib.request
+
+    Schedule.objects.create(name="m", job="tests.noop", cron="* * * * * *", misfire_policy="skip")
+    port = free_port()
+    replica = replicas("metered", "--metrics-port", str(port))
+    replica.wait_for_log("running loops")
+    wait_until(
+        lambda: JobRun.objects.filter(status="succeeded").count() >= 3,
+        timeout=20,
+        what="a few runs",
+    )
+
+    def get(path: str) -> tuple[int, str]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+            return response.status, response.read().decode()
+
+    status, body = get("/metrics")
+    assert status == 200
+    for name in (
+        "pgsched_schedule_occurrences_total",
+        "pgsched_schedule_skipped_occurrences_total",
+        "pgsched_runs_due_backlog",
+        "pgsched_clock_skew_seconds",
+        "pgsched_runs_finished_total",
+        "pgsched_run_duration_seconds_bucket",
+        "pgsched_leases_lost_total",
+        "pgsched_leases_reaped_total",
+    ):
+        assert name in body, name
+    assert (
+        'pgsched_runs_finished_total{job="tests.noop",queue="default",status="succeeded"}' in body
+    )
+    assert get("/healthz")[0] == 200 and get("/readyz")[0] == 200
+    assert replica.stop() == 0

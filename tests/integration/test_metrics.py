@@ -1,0 +1,161 @@
+"""Metrics follow the committed database work; health endpoints reflect the loops."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from datetime import timedelta
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from django_pgsched import enqueue
+from django_pgsched.executor import Executor
+from django_pgsched.maintenance import Reaper
+from django_pgsched.metrics import DatabaseCollector, Metrics, make_server
+from django_pgsched.models import JobRun, Schedule
+from django_pgsched.planner import Planner
+from django_pgsched.runner import Runner
+from tests.conftest import at
+
+T = at("2026-03-01 12:00:00")
+
+CONTRACT = {
+    "pgsched_schedule_occurrences_total",
+    "pgsched_schedule_skipped_occurrences_total",
+    "pgsched_runs_due_backlog",
+    "pgsched_clock_skew_seconds",
+    "pgsched_runs_finished_total",
+    "pgsched_run_duration_seconds",
+    "pgsched_leases_lost_total",
+    "pgsched_leases_reaped_total",
+}
+
+
+@pytest.fixture
+def metrics():
+    m = Metrics()
+    m.registry.register(DatabaseCollector())
+    m.connect()
+    yield m
+    m.disconnect()
+
+
+def samples(m: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    from prometheus_client import generate_latest
+
+    result = {}
+    for family in text_string_to_metric_families(generate_latest(m.registry).decode()):
+        for sample in family.samples:
+            result[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return result
+
+
+def value(m: Metrics, name: str, **labels: str) -> float:
+    return samples(m).get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def test_skipped_counter_equals_the_database_after_an_outage(db, metrics):
+    s = Schedule.objects.create(
+        name="hourly-probe",
+        job="tests.noop",
+        cron="0 * * * * *",
+        misfire_policy="skip",
+        next_fire_at=T - timedelta(hours=3),
+    )
+    Planner().run_once(now=T)
+    s.refresh_from_db()
+    labels = {"queue": "default", "job": "tests.noop", "kind": "cron"}
+    assert s.skipped_occurrences == 179
+    assert (
+        value(metrics, "pgsched_schedule_skipped_occurrences_total", **labels, policy="skip")
+        == s.skipped_occurrences
+    )
+    assert value(metrics, "pgsched_schedule_occurrences_total", **labels) == JobRun.objects.count()
+
+
+def test_run_outcomes_and_reaped_leases_are_counted(db, metrics):
+    enqueue("tests.noop")
+    enqueue("tests.fail", max_attempts=1)
+    Executor(concurrency=2, inline=True).run_once()
+    assert (
+        value(
+            metrics,
+            "pgsched_runs_finished_total",
+            queue="default",
+            job="tests.noop",
+            status="succeeded",
+        )
+        == 1
+    )
+    assert (
+        value(
+            metrics,
+            "pgsched_runs_finished_total",
+            queue="default",
+            job="tests.fail",
+            status="failed",
+        )
+        == 1
+    )
+    assert (
+        value(metrics, "pgsched_run_duration_seconds_count", queue="default", job="tests.noop") == 1
+    )
+    lost = enqueue("tests.noop", max_attempts=1)
+    Executor(concurrency=1)._claim(__import__("django.db").db.connection, None, 1)
+    JobRun.objects.filter(pk=lost.pk).update(claim_expires_at=T)
+    Reaper().run_once()
+    assert value(metrics, "pgsched_leases_reaped_total") == 1
+    assert (
+        value(
+            metrics,
+            "pgsched_runs_finished_total",
+            queue="default",
+            job="tests.noop",
+            status="failed",
+        )
+        == 1
+    )
+
+
+def test_backlog_and_skew_are_read_from_the_database(transactional_db, metrics):
+    enqueue("tests.noop")
+    enqueue("tests.noop", run_at=at("2099-01-01 00:00:00"))  # not due: not backlog
+    current = samples(metrics)
+    assert current[("pgsched_runs_due_backlog", ())] == 1
+    assert abs(current[("pgsched_clock_skew_seconds", ())]) < 5  # same host, same clock
+
+
+def fetch(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_endpoints_serve_every_contract_metric_and_health(transactional_db, metrics):
+    runner = Runner(loops=["planner"])
+    server = make_server(0, runner, metrics, host="127.0.0.1")
+    port = server.server_address[1]
+    import threading
+
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        Planner().run_once()
+        enqueue("tests.noop")
+        Executor(concurrency=1, inline=True).run_once()
+        code, body = fetch(port, "/metrics")
+        assert code == 200
+        names = {f.name for f in text_string_to_metric_families(body)}
+        assert {n.removesuffix("_total") for n in CONTRACT} <= names, names
+        assert fetch(port, "/readyz")[0] == 200
+        runner.state.last_tick["planner"] = runner.state.started  # as if it just ticked
+        assert fetch(port, "/healthz") == (200, "planner: ok\n")
+        runner.state.last_tick["planner"] -= 3600  # a stalled loop fails the probe
+        assert fetch(port, "/healthz") == (503, "planner: stalled\n")
+        assert fetch(port, "/nope")[0] == 404
+    finally:
+        server.shutdown()
+        server.server_close()
