@@ -61,6 +61,9 @@ class Settings:
     STATEMENT_TIMEOUT: timedelta = timedelta(seconds=60)
     IDLE_IN_TRANSACTION_TIMEOUT: timedelta = timedelta(seconds=60)
     LISTEN: bool = True
+    # server-side prepared statements on the scheduler's own connections (turn off
+    # behind a pooler that cannot keep them, e.g. PgBouncer < 1.21 in transaction mode)
+    PREPARED_STATEMENTS: bool = True
 
     # payloads
     MAX_PAYLOAD_BYTES: int = 65536
@@ -166,8 +169,11 @@ def _check_values(s: Settings) -> None:
         raise ImproperlyConfigured(
             f"PGSCHED['DATABASE_ALIAS']: expected a string, got {s.DATABASE_ALIAS!r}"
         )
-    if not isinstance(s.LISTEN, bool):
-        raise ImproperlyConfigured(f"PGSCHED['LISTEN']: expected True or False, got {s.LISTEN!r}")
+    for key in ("LISTEN", "PREPARED_STATEMENTS"):
+        if not isinstance(getattr(s, key), bool):
+            raise ImproperlyConfigured(
+                f"PGSCHED[{key!r}]: expected True or False, got {getattr(s, key)!r}"
+            )
     if not isinstance(s.SCHEDULES, Mapping):
         raise ImproperlyConfigured(
             "PGSCHED['SCHEDULES']: expected a dict of name -> options, "

@@ -20,6 +20,7 @@ from typing import Any
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.postgresql.base import ServerBindingCursor
 
 from . import queries
 from .conf import Settings, get_settings
@@ -88,15 +89,36 @@ def discard(conn: BaseDatabaseWrapper) -> None:
         conn.connection = None
 
 
+def cursor(conn: BaseDatabaseWrapper) -> Any:
+    """A cursor for the named statements: server-side parameters, prepared after first use.
+
+    Django's own cursors bind parameters on the client (the query text carries
+    the values), which for the planner's and executor's array parameters costs
+    more than the statements themselves. This is a psycopg server-binding
+    cursor wrapped the way Django wraps its own, so query logging, execute
+    wrappers and ``assertNumQueries`` still see every statement.
+    """
+    conn.ensure_connection()
+    with conn.wrap_database_errors:
+        raw = conn.connection
+        if get_settings().PREPARED_STATEMENTS:
+            raw.prepare_threshold = 1
+        raw_cursor = ServerBindingCursor(raw)  # type: ignore[call-arg]
+        conn.validate_thread_sharing()
+        if conn.queries_logged:
+            return conn.make_debug_cursor(raw_cursor)
+        return conn.make_cursor(raw_cursor)
+
+
 def fetchall(
     conn: BaseDatabaseWrapper, name: str, params: Mapping[str, Any] | Sequence[Any]
 ) -> list[tuple[Any, ...]]:
-    with conn.cursor() as cursor:
-        cursor.execute(queries.get(name), params)
-        return list(cursor.fetchall()) if cursor.description else []
+    with cursor(conn) as cur:
+        cur.execute(queries.get(name), params)
+        return list(cur.fetchall()) if cur.description else []
 
 
 def execute(conn: BaseDatabaseWrapper, name: str, params: Mapping[str, Any]) -> int:
-    with conn.cursor() as cursor:
-        cursor.execute(queries.get(name), params)
-        return int(cursor.rowcount)
+    with cursor(conn) as cur:
+        cur.execute(queries.get(name), params)
+        return int(cur.rowcount)

@@ -147,30 +147,25 @@ class Executor:
         return self.flags.wake
 
     def idle_slots(self) -> int:
+        """Slots free for a claim: a slot whose job returned is free once its outcome is taken."""
         with self._lock:
-            return self.concurrency - len(self.in_flight)
+            return self.concurrency - sum(1 for c in self.in_flight.values() if c.state != "done")
 
     def run_once(self, now: datetime | None = None) -> ExecutorPass:
-        """One pass: expire local deadlines, renew, claim idle slots, record outcomes.
+        """One pass: expire local deadlines, renew, then record outcomes and claim idle slots.
 
+        Recording and claiming share one statement (one round trip, one commit).
         ``now`` overrides the database clock in the SQL (tests only).
         """
         timed_out, lost = self._expire_local()
         with db.session("executor", self.using) as conn:
             renewed, lost_renewing = self._renew(conn, now)
-            claimed: list[Claim] = []
-            next_due: float | None = None
-            if not self.flags.stopping.is_set():
-                limit = self.idle_slots()
-                if limit > 0:
-                    claimed = self._claim(conn, now, limit)
-                    if claimed:
-                        failpoints.hit("executor.after_claim")
-                    for claim in claimed:
-                        self._submit(claim)
-                    if len(claimed) < limit:
-                        next_due = self._next_due(conn)
-            completed = self._record(conn, now)
+            limit = 0 if self.flags.stopping.is_set() else self.idle_slots()
+            claimed, completed, next_due = self._exchange(conn, now, limit)
+            for claim in claimed:
+                self._submit(claim)
+            if self.inline and claimed:
+                completed += self._exchange(conn, now, 0)[1]  # record what just ran
         events.loop_ticked.send(sender=type(self), loop="executor")
         return ExecutorPass(
             claimed=len(claimed),
@@ -254,32 +249,104 @@ class Executor:
             )
 
     def flush(self, now: datetime | None = None) -> int:
-        """Write every finished outcome now (used while draining)."""
+        """Write every finished outcome now, claiming nothing."""
         with db.session("executor", self.using) as conn:
-            return self._record(conn, now)
+            return self._exchange(conn, now, 0)[1]
 
-    # -- claiming --------------------------------------------------------------------
+    # -- recording and claiming ----------------------------------------------------------
 
-    def _claim(self, conn: Any, now: datetime | None, limit: int) -> list[Claim]:
-        s = self.settings
+    def _take_outcomes(self) -> list[Outcome]:
+        while True:
+            try:
+                self._unwritten.append(self._outcomes.get_nowait())
+            except queue.Empty:
+                break
+        return [o for o in self._unwritten if o.claim.state != "abandoned"]
+
+    def _exchange(
+        self, conn: Any, now: datetime | None, limit: int
+    ) -> tuple[list[Claim], int, float | None]:
+        """Record finished outcomes and claim up to ``limit`` runs, in one statement.
+
+        Returns (claims, outcomes recorded, seconds until the next run is due).
+        """
+        outcomes = self._take_outcomes()
         jobs = sorted(all_jobs())
         if not jobs:
-            return []
+            limit = 0
+        if not outcomes and limit == 0:
+            self._unwritten = []
+            return [], 0, None
+        if outcomes:
+            failpoints.hit("executor.before_record")
         requested_at = self.clock()
-        rows = db.fetchall(
-            conn,
-            "executor_claim",
-            {
-                "now": now,
-                "limit": limit,
-                "jobs": jobs,
-                "queues": self.queues,
-                "worker": self.worker_id,
-                "lease_factor": s.LEASE_FACTOR,
-            },
+        try:
+            rows = db.fetchall(conn, "executor_pass", self._pass_params(now, outcomes, limit, jobs))
+        except (OperationalError, InterfaceError):
+            raise  # connection trouble: outcomes stay unwritten; retried while leases are trusted
+        except DatabaseError:
+            if not outcomes:
+                raise
+            logger.exception("recording %d outcome(s) failed; recording one by one", len(outcomes))
+            rows = []
+            for outcome in outcomes:
+                rows += [
+                    ("f", r[0], *([None] * 12), r[1])
+                    for r in self._write_one_or_minimal(conn, now, outcome)
+                ]
+            rows += db.fetchall(conn, "executor_pass", self._pass_params(now, [], limit, jobs))
+        self._unwritten = []
+        finished = [(row[1], row[14]) for row in rows if row[0] == "f"]
+        if outcomes:
+            failpoints.hit("executor.after_record")
+            self._finish(outcomes, finished)
+        claims = [self._new_claim(row, requested_at) for row in rows if row[0] == "c"]
+        if claims:
+            with self._lock:
+                for claim in claims:
+                    self.in_flight[claim.run_id] = claim
+            failpoints.hit("executor.after_claim")
+            self._due_retry = 0.05
+        next_due = None
+        if limit and len(claims) < limit:
+            for row in rows:
+                if row[0] == "n":
+                    next_due = self._note_next_due(row[12], row[13])
+        return claims, len(finished), next_due
+
+    def _pass_params(
+        self, now: datetime | None, outcomes: Sequence[Outcome], limit: int, jobs: list[str]
+    ) -> dict[str, Any]:
+        s = self.settings
+        return {
+            "now": now,
+            "ids": [o.claim.run_id for o in outcomes],
+            "tokens": [o.claim.token for o in outcomes],
+            "results": [o.result for o in outcomes],
+            "errors": [o.error for o in outcomes],
+            "delays": [self._delay(o) for o in outcomes],
+            "limit": limit,
+            "jobs": jobs,
+            "queues": self.queues,
+            "worker": self.worker_id,
+            "lease_factor": s.LEASE_FACTOR,
+        }
+
+    def _delay(self, outcome: Outcome) -> float | None:
+        """Seconds before a retry; None means "do not retry"."""
+        if not outcome.retry:
+            return None
+        s = self.settings
+        return retry_delay(
+            outcome.claim.attempt,
+            base=s.RETRY_BACKOFF_BASE,
+            cap=s.RETRY_BACKOFF_MAX,
+            jitter=random.random(),
         )
-        claims = []
-        for (
+
+    def _new_claim(self, row: tuple[Any, ...], requested_at: float) -> Claim:
+        (
+            _kind,
             run_id,
             token,
             attempt,
@@ -293,60 +360,47 @@ class Executor:
             key,
             fire_after,
             started_at,
-        ) in rows:
-            kwargs = json.loads(raw_kwargs) if isinstance(raw_kwargs, str) else raw_kwargs
-            lease = Lease.granted(
-                requested_at=requested_at,
-                duration=timeout.total_seconds() * s.LEASE_FACTOR,
-                margin=s.LEASE_TRUST_MARGIN.total_seconds(),
-            )
-            context = RunContext(
-                job_run_id=run_id,
-                job=job,
-                schedule_name=schedule_name,
-                scheduled_for=scheduled_for,
-                attempt=attempt,
-                max_attempts=max_attempts,
-                idempotency_key=key,
-                worker=self.worker_id,
-                _shutdown=self.flags.stopping,
-                _clock=self.clock,
-            )
-            claims.append(
-                Claim(
-                    run_id,
-                    token,
-                    attempt,
-                    max_attempts,
-                    timeout,
-                    job,
-                    queue_name,
-                    kwargs,
-                    schedule_name,
-                    scheduled_for,
-                    key,
-                    fire_after,
-                    started_at,
-                    lease,
-                    context,
-                )
-            )
-        with self._lock:
-            for claim in claims:
-                self.in_flight[claim.run_id] = claim
-        if claims:
-            self._due_retry = 0.05
-        return claims
-
-    def _next_due(self, conn: Any) -> float | None:
-        """Seconds until the next pending run is due (by the database clock)."""
-        jobs = sorted(all_jobs())
-        if not jobs:
-            self._next_due_mono = None
-            return None
-        ((due, db_clock),) = db.fetchall(
-            conn, "executor_next_due", {"jobs": jobs, "queues": self.queues}
+            _status,
+        ) = row
+        s = self.settings
+        kwargs = json.loads(raw_kwargs) if isinstance(raw_kwargs, str) else raw_kwargs
+        lease = Lease.granted(
+            requested_at=requested_at,
+            duration=timeout.total_seconds() * s.LEASE_FACTOR,
+            margin=s.LEASE_TRUST_MARGIN.total_seconds(),
         )
+        context = RunContext(
+            job_run_id=run_id,
+            job=job,
+            schedule_name=schedule_name,
+            scheduled_for=scheduled_for,
+            attempt=attempt,
+            max_attempts=max_attempts,
+            idempotency_key=key,
+            worker=self.worker_id,
+            _shutdown=self.flags.stopping,
+            _clock=self.clock,
+        )
+        return Claim(
+            run_id,
+            token,
+            attempt,
+            max_attempts,
+            timeout,
+            job,
+            queue_name,
+            kwargs,
+            schedule_name,
+            scheduled_for,
+            key,
+            fire_after,
+            started_at,
+            lease,
+            context,
+        )
+
+    def _note_next_due(self, due: datetime | None, db_clock: datetime) -> float | None:
+        """Remember when the next pending run is due (database clock -> local clock)."""
         if due is None:
             self._next_due_mono = None
             return None
@@ -495,58 +549,17 @@ class Executor:
 
     # -- recording ----------------------------------------------------------------------
 
-    def _record(self, conn: Any, now: datetime | None) -> int:
-        while True:
-            try:
-                self._unwritten.append(self._outcomes.get_nowait())
-            except queue.Empty:
-                break
-        if not self._unwritten:
-            return 0
-        outcomes = [o for o in self._unwritten if o.claim.state != "abandoned"]
-        failpoints.hit("executor.before_record")
-        try:
-            rows = self._write(conn, now, outcomes)
-        except (OperationalError, InterfaceError):
-            raise  # connection trouble: keep them, retry next pass while the lease is trusted
-        except DatabaseError:
-            logger.exception("recording %d outcome(s) failed; recording one by one", len(outcomes))
-            rows = []
-            for outcome in outcomes:
-                rows += self._write_one_or_minimal(conn, now, outcome)
-        self._unwritten = []
-        failpoints.hit("executor.after_record")
-        self._finish(outcomes, rows)
-        return len(rows)
-
     def _write(
         self, conn: Any, now: datetime | None, outcomes: Sequence[Outcome]
     ) -> list[tuple[Any, ...]]:
+        """Record outcomes alone (the fallback path): rows of (id, status, attempts written)."""
         if not outcomes:
             return []
-        s = self.settings
-        delays = [
-            retry_delay(
-                o.claim.attempt,
-                base=s.RETRY_BACKOFF_BASE,
-                cap=s.RETRY_BACKOFF_MAX,
-                jitter=random.random(),
-            )
-            if o.retry
-            else None
-            for o in outcomes
-        ]
+        params = self._pass_params(now, outcomes, 0, [])
         return db.fetchall(
             conn,
             "executor_complete",
-            {
-                "now": now,
-                "ids": [o.claim.run_id for o in outcomes],
-                "tokens": [o.claim.token for o in outcomes],
-                "results": [o.result for o in outcomes],
-                "errors": [o.error for o in outcomes],
-                "delays": delays,
-            },
+            {k: params[k] for k in ("now", "ids", "tokens", "results", "errors", "delays")},
         )
 
     def _write_one_or_minimal(
@@ -565,13 +578,6 @@ class Executor:
                 outcome.claim.run_id,
                 exc,
             )
-            s = self.settings
-            delay = retry_delay(
-                outcome.claim.attempt,
-                base=s.RETRY_BACKOFF_BASE,
-                cap=s.RETRY_BACKOFF_MAX,
-                jitter=random.random(),
-            )
             rows = db.fetchall(
                 conn,
                 "executor_fail_minimal",
@@ -579,7 +585,7 @@ class Executor:
                     "now": now,
                     "id": outcome.claim.run_id,
                     "token": outcome.claim.token,
-                    "delay": delay if outcome.retry else None,
+                    "delay": self._delay(outcome),
                     "note": _clean(f"outcome could not be recorded: {exc}")[:2000],
                 },
             )

@@ -181,54 +181,58 @@ class Planner:
             row.error = f"cannot compute occurrences: {exc}"[:2000]
             logger.error("schedule %s (%s) is broken: %s", row.id, row.name, row.error)
 
-    def _resolved(self, row: _Row) -> tuple[str, int, timedelta]:
-        """The run's queue, max_attempts and timeout: schedule, else job, else settings."""
+    def _defaults(self, job: str) -> tuple[str, int, timedelta]:
+        """A job's queue, max_attempts and timeout: its @job options, else the settings."""
         s = self.settings
-        spec = get_job(row.job)
-        queue = row.queue or (spec.queue if spec else None) or s.DEFAULT_QUEUE
-        attempts = (
-            row.max_attempts or (spec.max_attempts if spec else None) or s.DEFAULT_MAX_ATTEMPTS
+        spec = get_job(job)
+        return (
+            (spec.queue if spec else None) or s.DEFAULT_QUEUE,
+            (spec.max_attempts if spec else None) or s.DEFAULT_MAX_ATTEMPTS,
+            (spec.timeout if spec else None) or s.DEFAULT_TIMEOUT,
         )
-        timeout = row.timeout or (spec.timeout if spec else None) or s.DEFAULT_TIMEOUT
-        return queue, attempts, timeout
+
+    def _queue(self, row: _Row) -> str:
+        return row.queue or self._defaults(row.job)[0]
 
     def _apply(self, conn: BaseDatabaseWrapper, rows: Sequence[_Row]) -> list[int]:
-        """Insert runs and advance schedules in one statement.
+        """Insert runs and advance schedules in one statement; mark broken ones.
 
         Returns the schedule id of every run actually inserted.
         """
-        params: dict[str, list[Any]] = {
-            k: []
-            for k in (
-                "ids",
-                "queues",
-                "max_attempts",
-                "timeouts",
-                "next_fire_at",
-                "last_fire_at",
-                "skipped",
-                "status",
-                "errors",
-                "run_schedule_ids",
-                "run_times",
+        planned = [row for row in rows if row.decision is not None]
+        broken = [row for row in rows if row.decision is None]
+        inserted: list[int] = []
+        if planned:
+            jobs = sorted({row.job for row in planned})
+            defaults = [self._defaults(job) for job in jobs]
+            run_ids: list[int] = []
+            run_times: list[datetime] = []
+            for row in planned:
+                runs = row.decision.runs  # type: ignore[union-attr]
+                run_ids.extend([row.id] * len(runs))
+                run_times.extend(runs)
+            params = {
+                "job_names": jobs,
+                "job_queues": [d[0] for d in defaults],
+                "job_attempts": [d[1] for d in defaults],
+                "job_timeouts": [d[2] for d in defaults],
+                "ids": [row.id for row in planned],
+                "next_fire_at": [row.decision.next_fire_at for row in planned],  # type: ignore[union-attr]
+                "last_fire_at": [
+                    row.decision.runs[-1] if row.decision.runs else None  # type: ignore[union-attr]
+                    for row in planned
+                ],
+                "skipped": [row.decision.skipped for row in planned],  # type: ignore[union-attr]
+                "run_schedule_ids": run_ids,
+                "run_times": run_times,
+            }
+            ((_advanced, inserted, _notified),) = db.fetchall(conn, "planner_apply", params)
+        if broken:
+            db.execute(
+                conn,
+                "planner_mark_broken",
+                {"ids": [row.id for row in broken], "errors": [row.error for row in broken]},
             )
-        }
-        for row in rows:
-            queue, attempts, timeout = self._resolved(row)
-            d = row.decision
-            params["ids"].append(row.id)
-            params["queues"].append(queue)
-            params["max_attempts"].append(attempts)
-            params["timeouts"].append(timeout)
-            params["next_fire_at"].append(d.next_fire_at if d else row.next_fire_at)
-            params["last_fire_at"].append(d.runs[-1] if d and d.runs else None)
-            params["skipped"].append(d.skipped if d else 0)
-            params["status"].append("active" if d else "broken")
-            params["errors"].append("" if d else row.error)
-            if d:
-                params["run_schedule_ids"].extend([row.id] * len(d.runs))
-                params["run_times"].extend(d.runs)
-        ((_advanced, inserted, _notified),) = db.fetchall(conn, "planner_apply", params)
         return list(inserted)
 
     def _result(self, db_now: datetime, rows: Sequence[_Row], inserted: list[int]) -> PlanResult:
@@ -236,11 +240,11 @@ class Planner:
         created_by: Counter[tuple[str, str, str]] = Counter()
         for schedule_id in inserted:
             row = by_id[schedule_id]
-            created_by[(self._resolved(row)[0], row.job, row.kind)] += 1
+            created_by[(self._queue(row), row.job, row.kind)] += 1
         skipped_by: Counter[tuple[str, str, str, str]] = Counter()
         for row in rows:
             if row.decision and row.decision.skipped:
-                key = (self._resolved(row)[0], row.job, row.kind, row.policy)
+                key = (self._queue(row), row.job, row.kind, row.policy)
                 skipped_by[key] += row.decision.skipped
         return PlanResult(
             db_now=db_now,

@@ -31,19 +31,24 @@ SELECT clock.now, s.id, s.name, s.job, s.cron, s."interval", s.anchor, s.next_fi
 -- name: planner_apply
 -- One statement per batch: insert the runs (ADR guard 2: the unique index on
 -- (schedule_id, scheduled_for) and ON CONFLICT DO NOTHING), advance every
--- claimed schedule, add the skipped occurrences, mark broken rows, and wake
--- the executors once if anything was inserted.
-WITH plan AS (
+-- claimed schedule, add the skipped occurrences, and wake the executors once
+-- if anything was inserted. A run's queue, attempts and timeout come from its
+-- schedule, else from its job's defaults (one row per distinct job).
+WITH job_default AS (
     SELECT *
-      FROM unnest(%(ids)s::bigint[], %(queues)s::text[], %(max_attempts)s::smallint[],
-                  %(timeouts)s::interval[], %(next_fire_at)s::timestamptz[],
-                  %(last_fire_at)s::timestamptz[], %(skipped)s::bigint[], %(status)s::text[],
-                  %(errors)s::text[])
-        AS p(id, queue, max_attempts, timeout, next_fire_at, last_fire_at, skipped, status, last_error)
+      FROM unnest(%(job_names)b::text[], %(job_queues)b::text[], %(job_attempts)b::smallint[],
+                  %(job_timeouts)b::interval[])
+        AS d(job, queue, max_attempts, timeout)
+),
+plan AS (
+    SELECT *
+      FROM unnest(%(ids)b::bigint[], %(next_fire_at)b::timestamptz[],
+                  %(last_fire_at)b::timestamptz[], %(skipped)b::bigint[])
+        AS p(id, next_fire_at, last_fire_at, skipped)
 ),
 occurrence AS (
     SELECT *
-      FROM unnest(%(run_schedule_ids)s::bigint[], %(run_times)s::timestamptz[])
+      FROM unnest(%(run_schedule_ids)b::bigint[], %(run_times)b::timestamptz[])
         AS o(schedule_id, scheduled_for)
 ),
 inserted AS (
@@ -53,10 +58,11 @@ inserted AS (
     SELECT s.id, s.name, o.scheduled_for,
            'pgsched:' || s.id || ':'
                || to_char(o.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-           s.job, s.kwargs, p.queue, 'pending', o.scheduled_for, 0, p.max_attempts, p.timeout, ''
+           s.job, s.kwargs, coalesce(s.queue, d.queue), 'pending', o.scheduled_for, 0,
+           coalesce(s.max_attempts, d.max_attempts), coalesce(s.timeout, d.timeout), ''
       FROM occurrence o
-      JOIN plan p ON p.id = o.schedule_id
       JOIN pgsched_schedule s ON s.id = o.schedule_id
+      JOIN job_default d ON d.job = s.job
      ORDER BY o.scheduled_for, s.id
         ON CONFLICT DO NOTHING
     RETURNING id, schedule_id
@@ -65,9 +71,7 @@ advanced AS (
     UPDATE pgsched_schedule s
        SET next_fire_at = p.next_fire_at,
            last_fire_at = coalesce(p.last_fire_at, s.last_fire_at),
-           skipped_occurrences = s.skipped_occurrences + p.skipped,
-           status = p.status,
-           last_error = p.last_error
+           skipped_occurrences = s.skipped_occurrences + p.skipped
       FROM plan p
      WHERE s.id = p.id
     RETURNING s.id
@@ -78,21 +82,31 @@ SELECT (SELECT count(*) FROM advanced),
          HAVING count(*) > 0);
 
 
+-- name: planner_mark_broken
+-- A schedule whose occurrences cannot be computed stops firing until it is fixed.
+UPDATE pgsched_schedule s
+   SET status = 'broken', last_error = b.error
+  FROM unnest(%(ids)b::bigint[], %(errors)b::text[]) AS b(id, error)
+ WHERE s.id = b.id;
+
+
 -- name: executor_claim
 -- Claim at most %(limit)s runs (the idle slots: lease rule 1). Each claimed
 -- run gets a fresh lease token; the attempt is counted here, at the claim.
+-- The time is a scalar subquery (one value for the statement) so that the
+-- claimable index is read in fire_after order and the LIMIT stops the scan.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
 ),
 candidate AS MATERIALIZED (
     SELECT r.id
-      FROM pgsched_job_run r, clock
+      FROM pgsched_job_run r
      WHERE r.status IN ('pending', 'retrying')
-       AND r.fire_after <= clock.now
-       AND (r.claim_expires_at IS NULL OR r.claim_expires_at < clock.now)
+       AND r.fire_after <= (SELECT now FROM clock)
+       AND (r.claim_expires_at IS NULL OR r.claim_expires_at < (SELECT now FROM clock))
        AND r.attempts < r.max_attempts
-       AND r.job = ANY(%(jobs)s::text[])
-       AND (%(queues)s::text[] IS NULL OR r.queue = ANY(%(queues)s::text[]))
+       AND r.job = ANY(%(jobs)b::text[])
+       AND (%(queues)b::text[] IS NULL OR r.queue = ANY(%(queues)b::text[]))
      ORDER BY r.fire_after
      LIMIT %(limit)s
        FOR NO KEY UPDATE OF r SKIP LOCKED
@@ -110,14 +124,105 @@ RETURNING r.id, r.claimed_by, r.attempts, r.max_attempts, r.timeout, r.job, r.qu
           r.schedule_name, r.scheduled_for, r.idempotency_key, r.fire_after, r.started_at;
 
 
+-- name: executor_pass
+-- One executor pass in one statement (one round trip, one commit): record the
+-- finished attempts (lease rule 3: only where the token is still ours; the run's
+-- new state and its attempt row together), claim at most %(limit)s runs for the
+-- idle slots (lease rule 1; a fresh token each; the attempt counted at the claim),
+-- and report when the next claimable run falls due. Rows: kind 'f' = a recorded
+-- outcome (id, status), 'c' = a claimed run, 'n' = (next due, database time).
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+),
+outcome AS (
+    SELECT o.*,
+           CASE WHEN o.result = 'succeeded' THEN 'succeeded'
+                WHEN o.delay IS NULL OR r.attempts >= r.max_attempts THEN 'failed'
+                ELSE 'retrying'
+           END AS next_status
+      FROM unnest(%(ids)b::bigint[], %(tokens)b::uuid[], %(results)b::text[], %(errors)b::text[],
+                  %(delays)b::float8[])
+        AS o(id, token, result, error, delay)
+      JOIN pgsched_job_run r ON r.id = o.id
+),
+finished AS (
+    UPDATE pgsched_job_run r
+       SET status = o.next_status,
+           finished_at = CASE WHEN o.next_status = 'retrying' THEN NULL ELSE clock.now END,
+           fire_after = CASE WHEN o.next_status = 'retrying'
+                             THEN clock.now + make_interval(secs => o.delay)
+                             ELSE r.fire_after END,
+           claimed_by = NULL,
+           claim_expires_at = NULL
+      FROM outcome o, clock
+     WHERE r.id = o.id
+       AND r.claimed_by = o.token
+       AND r.status = 'running'
+    RETURNING r.id, r.attempts, r.started_at, r.worker, r.status, o.result, o.error
+),
+recorded AS (
+    INSERT INTO pgsched_attempt (job_run_id, number, status, started_at, finished_at, worker, error)
+    SELECT f.id, f.attempts, f.result, f.started_at, clock.now, coalesce(f.worker, ''), f.error
+      FROM finished f, clock
+),
+candidate AS MATERIALIZED (
+    SELECT r.id
+      FROM pgsched_job_run r
+     WHERE r.status IN ('pending', 'retrying')
+       AND r.fire_after <= (SELECT now FROM clock)
+       AND (r.claim_expires_at IS NULL OR r.claim_expires_at < (SELECT now FROM clock))
+       AND r.attempts < r.max_attempts
+       AND r.job = ANY(%(jobs)b::text[])
+       AND (%(queues)b::text[] IS NULL OR r.queue = ANY(%(queues)b::text[]))
+     ORDER BY r.fire_after
+     LIMIT %(limit)s
+       FOR NO KEY UPDATE OF r SKIP LOCKED
+),
+claimed AS (
+    UPDATE pgsched_job_run r
+       SET status = 'running',
+           attempts = least(r.attempts + 1, 8),
+           claimed_by = gen_random_uuid(),
+           worker = %(worker)s,
+           claim_expires_at = clock.now + r.timeout * %(lease_factor)s,
+           started_at = clock.now
+      FROM candidate c, clock
+     WHERE r.id = c.id
+    RETURNING r.id, r.claimed_by, r.attempts, r.max_attempts, r.timeout, r.job, r.queue,
+              r.kwargs, r.schedule_name, r.scheduled_for, r.idempotency_key, r.fire_after,
+              r.started_at
+)
+SELECT 'c' AS kind, id, claimed_by, attempts, max_attempts, timeout, job, queue, kwargs,
+       schedule_name, scheduled_for, idempotency_key, fire_after, started_at, NULL AS status
+  FROM claimed
+UNION ALL
+SELECT 'f', id, NULL, attempts, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, status
+  FROM finished
+UNION ALL
+SELECT 'n', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       (SELECT q.fire_after
+          FROM pgsched_job_run q
+         WHERE q.status IN ('pending', 'retrying')
+           AND q.attempts < q.max_attempts
+           AND q.job = ANY(%(jobs)b::text[])
+           AND (%(queues)b::text[] IS NULL OR q.queue = ANY(%(queues)b::text[]))
+           AND q.id NOT IN (SELECT id FROM candidate)
+         ORDER BY q.fire_after
+         LIMIT 1),
+       clock.now, NULL
+  FROM clock
+ WHERE %(limit)s > 0
+   AND (SELECT count(*) FROM candidate) < %(limit)s;  -- only when the slots were not all filled
+
+
 -- name: executor_next_due
 -- When the next claimable run becomes due (NULL: nothing pending).
 SELECT min(fire_after), clock_timestamp()
   FROM pgsched_job_run
  WHERE status IN ('pending', 'retrying')
    AND attempts < max_attempts
-   AND job = ANY(%(jobs)s::text[])
-   AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]));
+   AND job = ANY(%(jobs)b::text[])
+   AND (%(queues)b::text[] IS NULL OR queue = ANY(%(queues)b::text[]));
 
 
 -- name: executor_renew
@@ -127,7 +232,7 @@ WITH clock AS (
 )
 UPDATE pgsched_job_run r
    SET claim_expires_at = clock.now + r.timeout * %(lease_factor)s
-  FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[]) AS l(id, token), clock
+  FROM unnest(%(ids)b::bigint[], %(tokens)b::uuid[]) AS l(id, token), clock
  WHERE r.id = l.id
    AND r.claimed_by = l.token
    AND r.status = 'running'
@@ -146,8 +251,8 @@ outcome AS (
                 WHEN o.delay IS NULL OR r.attempts >= r.max_attempts THEN 'failed'
                 ELSE 'retrying'
            END AS next_status
-      FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(results)s::text[], %(errors)s::text[],
-                  %(delays)s::float8[])
+      FROM unnest(%(ids)b::bigint[], %(tokens)b::uuid[], %(results)b::text[], %(errors)b::text[],
+                  %(delays)b::float8[])
         AS o(id, token, result, error, delay)
       JOIN pgsched_job_run r ON r.id = o.id
 ),
@@ -206,7 +311,7 @@ UPDATE pgsched_job_run r
        claim_expires_at = NULL,
        started_at = NULL,
        worker = NULL
-  FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[]) AS l(id, token)
+  FROM unnest(%(ids)b::bigint[], %(tokens)b::uuid[]) AS l(id, token)
  WHERE r.id = l.id
    AND r.claimed_by = l.token
    AND r.status = 'running'
@@ -233,7 +338,7 @@ WITH clock AS (
 expired AS MATERIALIZED (
     SELECT r.id, l.delay
       FROM pgsched_job_run r
-      JOIN unnest(%(ids)s::bigint[], %(tokens)s::uuid[], %(delays)s::float8[]) AS l(id, token, delay)
+      JOIN unnest(%(ids)b::bigint[], %(tokens)b::uuid[], %(delays)b::float8[]) AS l(id, token, delay)
         ON r.id = l.id, clock
      WHERE r.status = 'running'
        AND r.claimed_by = l.token

@@ -105,8 +105,12 @@ BEGIN
     END IF;
     RETURN NEW;
 END $$;
+-- WHEN keeps the planner's own advance (it never changes these) from calling the function
 CREATE TRIGGER pgsched_schedule_before_update BEFORE UPDATE ON pgsched_schedule
-    FOR EACH ROW EXECUTE FUNCTION pgsched_schedule_before_update();
+    FOR EACH ROW
+    WHEN ((NEW.cron, NEW."interval", NEW.anchor) IS DISTINCT FROM (OLD.cron, OLD."interval", OLD.anchor)
+          OR (OLD.status <> 'active' AND NEW.status = 'active'))
+    EXECUTE FUNCTION pgsched_schedule_before_update();
 
 -- Runs of a schedule that stopped (paused, broken, deleted) or changed its
 -- lattice and that no executor has started yet are cancelled: a paused
@@ -139,7 +143,10 @@ BEGIN
     RETURN NULL;
 END $$;
 CREATE TRIGGER pgsched_schedule_cancel_on_update AFTER UPDATE ON pgsched_schedule
-    FOR EACH ROW EXECUTE FUNCTION pgsched_schedule_cancel_pending();
+    FOR EACH ROW
+    WHEN ((OLD.status = 'active' AND NEW.status <> 'active')
+          OR (NEW.cron, NEW."interval", NEW.anchor) IS DISTINCT FROM (OLD.cron, OLD."interval", OLD.anchor))
+    EXECUTE FUNCTION pgsched_schedule_cancel_pending();
 CREATE TRIGGER pgsched_schedule_cancel_on_delete BEFORE DELETE ON pgsched_schedule
     FOR EACH ROW EXECUTE FUNCTION pgsched_schedule_cancel_pending();
 

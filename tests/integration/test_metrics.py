@@ -102,7 +102,7 @@ def test_run_outcomes_and_reaped_leases_are_counted(db, metrics):
         value(metrics, "pgsched_run_duration_seconds_count", queue="default", job="tests.noop") == 1
     )
     lost = enqueue("tests.noop", max_attempts=1)
-    Executor(concurrency=1)._claim(__import__("django.db").db.connection, None, 1)
+    Executor(concurrency=1)._exchange(__import__("django.db").db.connection, None, 1)
     JobRun.objects.filter(pk=lost.pk).update(claim_expires_at=T)
     Reaper().run_once()
     assert value(metrics, "pgsched_leases_reaped_total") == 1
