@@ -92,7 +92,6 @@ class ExecutorPass:
     renewed: int = 0
     lost: int = 0
     timed_out: int = 0
-    released: int = 0
     next_due_in: float | None = None  # seconds until the next pending run is due, if known
 
 
@@ -552,15 +551,9 @@ class Executor:
     def _write(
         self, conn: Any, now: datetime | None, outcomes: Sequence[Outcome]
     ) -> list[tuple[Any, ...]]:
-        """Record outcomes alone (the fallback path): rows of (id, status, attempts written)."""
-        if not outcomes:
-            return []
-        params = self._pass_params(now, outcomes, 0, [])
-        return db.fetchall(
-            conn,
-            "executor_complete",
-            {k: params[k] for k in ("now", "ids", "tokens", "results", "errors", "delays")},
-        )
+        """Record outcomes alone (the fallback path): rows of (id, status)."""
+        rows = db.fetchall(conn, "executor_pass", self._pass_params(now, outcomes, 0, []))
+        return [(row[1], row[14]) for row in rows if row[0] == "f"]
 
     def _write_one_or_minimal(
         self, conn: Any, now: datetime | None, outcome: Outcome
@@ -589,7 +582,7 @@ class Executor:
                     "note": _clean(f"outcome could not be recorded: {exc}")[:2000],
                 },
             )
-            return [(r[0], r[1], 0) for r in rows]
+            return [(r[0], r[1]) for r in rows]
 
     def _finish(self, outcomes: Sequence[Outcome], rows: Sequence[tuple[Any, ...]]) -> None:
         status_by_id = {row[0]: row[1] for row in rows}

@@ -90,40 +90,6 @@ UPDATE pgsched_schedule s
  WHERE s.id = b.id;
 
 
--- name: executor_claim
--- Claim at most %(limit)s runs (the idle slots: lease rule 1). Each claimed
--- run gets a fresh lease token; the attempt is counted here, at the claim.
--- The time is a scalar subquery (one value for the statement) so that the
--- claimable index is read in fire_after order and the LIMIT stops the scan.
-WITH clock AS (
-    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
-),
-candidate AS MATERIALIZED (
-    SELECT r.id
-      FROM pgsched_job_run r
-     WHERE r.status IN ('pending', 'retrying')
-       AND r.fire_after <= (SELECT now FROM clock)
-       AND (r.claim_expires_at IS NULL OR r.claim_expires_at < (SELECT now FROM clock))
-       AND r.attempts < r.max_attempts
-       AND r.job = ANY(%(jobs)b::text[])
-       AND (%(queues)b::text[] IS NULL OR r.queue = ANY(%(queues)b::text[]))
-     ORDER BY r.fire_after
-     LIMIT %(limit)s
-       FOR NO KEY UPDATE OF r SKIP LOCKED
-)
-UPDATE pgsched_job_run r
-   SET status = 'running',
-       attempts = least(r.attempts + 1, 8),
-       claimed_by = gen_random_uuid(),
-       worker = %(worker)s,
-       claim_expires_at = clock.now + r.timeout * %(lease_factor)s,
-       started_at = clock.now
-  FROM candidate c, clock
- WHERE r.id = c.id
-RETURNING r.id, r.claimed_by, r.attempts, r.max_attempts, r.timeout, r.job, r.queue, r.kwargs,
-          r.schedule_name, r.scheduled_for, r.idempotency_key, r.fire_after, r.started_at;
-
-
 -- name: executor_pass
 -- One executor pass in one statement (one round trip, one commit): record the
 -- finished attempts (lease rule 3: only where the token is still ours; the run's
@@ -215,16 +181,6 @@ SELECT 'n', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
    AND (SELECT count(*) FROM candidate) < %(limit)s;  -- only when the slots were not all filled
 
 
--- name: executor_next_due
--- When the next claimable run becomes due (NULL: nothing pending).
-SELECT min(fire_after), clock_timestamp()
-  FROM pgsched_job_run
- WHERE status IN ('pending', 'retrying')
-   AND attempts < max_attempts
-   AND job = ANY(%(jobs)b::text[])
-   AND (%(queues)b::text[] IS NULL OR queue = ANY(%(queues)b::text[]));
-
-
 -- name: executor_renew
 -- Lease rule 2: extend the leases still ours; a missing id means the lease is lost.
 WITH clock AS (
@@ -237,47 +193,6 @@ UPDATE pgsched_job_run r
    AND r.claimed_by = l.token
    AND r.status = 'running'
 RETURNING r.id, r.claim_expires_at;
-
-
--- name: executor_complete
--- Lease rule 3: terminal or retry state plus the attempt row, in one statement,
--- only for runs whose lease token is still ours. %(delays)s NULL = do not retry.
-WITH clock AS (
-    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
-),
-outcome AS (
-    SELECT o.*, r.attempts, r.max_attempts,
-           CASE WHEN o.result = 'succeeded' THEN 'succeeded'
-                WHEN o.delay IS NULL OR r.attempts >= r.max_attempts THEN 'failed'
-                ELSE 'retrying'
-           END AS next_status
-      FROM unnest(%(ids)b::bigint[], %(tokens)b::uuid[], %(results)b::text[], %(errors)b::text[],
-                  %(delays)b::float8[])
-        AS o(id, token, result, error, delay)
-      JOIN pgsched_job_run r ON r.id = o.id
-),
-finished AS (
-    UPDATE pgsched_job_run r
-       SET status = o.next_status,
-           finished_at = CASE WHEN o.next_status = 'retrying' THEN NULL ELSE clock.now END,
-           fire_after = CASE WHEN o.next_status = 'retrying'
-                             THEN clock.now + make_interval(secs => o.delay)
-                             ELSE r.fire_after END,
-           claimed_by = NULL,
-           claim_expires_at = NULL
-      FROM outcome o, clock
-     WHERE r.id = o.id
-       AND r.claimed_by = o.token
-       AND r.status = 'running'
-    RETURNING r.id, r.attempts, r.started_at, r.worker, r.status, o.result, o.error
-),
-recorded AS (
-    INSERT INTO pgsched_attempt (job_run_id, number, status, started_at, finished_at, worker, error)
-    SELECT f.id, f.attempts, f.result, f.started_at, clock.now, coalesce(f.worker, ''), f.error
-      FROM finished f, clock
-    RETURNING job_run_id
-)
-SELECT f.id, f.status, (SELECT count(*) FROM recorded) FROM finished f;
 
 
 -- name: executor_fail_minimal

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import timedelta
 
 import pytest
 from django.db import connection
 
+from django_pgsched import db as db_module
 from django_pgsched import enqueue, queries
-from django_pgsched.executor import Executor
+from django_pgsched.executor import Executor, Outcome
 from django_pgsched.maintenance import Reaper, Retention
 from django_pgsched.models import Attempt, JobRun
 from tests.conftest import seconds
@@ -112,24 +114,11 @@ def test_a_stale_token_cannot_write(db, write):
     # meanwhile the lease expired, the reaper recovered it and another replica claimed it
     fresh = uuid.uuid4()
     JobRun.objects.filter(pk=run.pk).update(claimed_by=fresh)
-    with connection.cursor() as cursor:
-        if write == "release":
-            cursor.execute(
-                queries.get("executor_release"), {"ids": [run.pk], "tokens": [claim.token]}
-            )
-        else:
-            cursor.execute(
-                queries.get("executor_complete"),
-                {
-                    "now": None,
-                    "ids": [run.pk],
-                    "tokens": [claim.token],
-                    "results": ["succeeded" if write == "complete" else "failed"],
-                    "errors": [""],
-                    "delays": [1.0],
-                },
-            )
-        assert cursor.fetchall() == []
+    if write == "release":
+        assert executor.release_unstarted() == 0  # claim still "queued": a release is attempted
+    else:
+        result = "succeeded" if write == "complete" else "failed"
+        assert executor._write(connection, None, [Outcome(claim, result, "", 0.1)]) == []
     run.refresh_from_db()
     assert run.status == "running" and run.claimed_by == fresh and run.attempts == 1
     assert attempts_of(run) == []
@@ -140,8 +129,6 @@ def test_minimal_write_when_the_full_write_fails(db):
     executor = Executor(concurrency=1)
     claim = claim_one(executor)
     Attempt.objects.create(job_run=run, number=1, status="failed", finished_at=now_db())  # clash
-    from django_pgsched.executor import Outcome
-
     rows = executor._write_one_or_minimal(connection, None, Outcome(claim, "succeeded", "", 0.1))
     run.refresh_from_db()
     assert rows and run.status == "retrying" and run.claimed_by is None
@@ -248,18 +235,7 @@ def test_reaper_leaves_alone_a_run_that_finished_between_its_read_and_write(db):
     candidates = reaper.candidates()
     assert [c[0] for c in candidates] == [run.pk]
     # the worker was only slow: it completes now, fenced on its (still current) token
-    with connection.cursor() as cursor:
-        cursor.execute(
-            queries.get("executor_complete"),
-            {
-                "now": None,
-                "ids": [run.pk],
-                "tokens": [claim.token],
-                "results": ["succeeded"],
-                "errors": [""],
-                "delays": [1.0],
-            },
-        )
+    assert executor._write(connection, None, [Outcome(claim, "succeeded", "", 0.1)])
     assert reaper.reap(candidates).retried == 0
     run.refresh_from_db()
     assert run.status == "succeeded" and attempts_of(run) == [(1, "succeeded")]
@@ -302,22 +278,48 @@ def test_retention_deletes_old_terminal_runs_with_their_attempts(db):
     assert not Attempt.objects.filter(job_run_id=old.pk).exists()
 
 
-def test_executor_claim_uses_the_claimable_index(db):
-    with connection.cursor() as cursor:
+def test_executor_claim_uses_the_claimable_index_and_stops_at_the_limit(db):
+    for _ in range(50):
+        enqueue("tests.noop")
+    with db_module.cursor(connection) as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute(
-            "EXPLAIN " + queries.get("executor_claim"),
-            {
-                "now": None,
-                "limit": 4,
-                "jobs": ["tests.noop"],
-                "queues": None,
-                "worker": "w",
-                "lease_factor": 2.0,
-            },
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + queries.get("executor_pass"),
+            executor_params(limit=4),
         )
-        plan = "\n".join(row[0] for row in cursor.fetchall())
-    assert "pgsched_run_claimable_idx" in plan, plan
+        plan = cursor.fetchone()[0]
+    text = json.dumps(plan)
+    assert "pgsched_run_claimable_idx" in text, text
+    (scan,) = [
+        n
+        for n in walk(plan[0]["Plan"])
+        if n.get("Index Name") == "pgsched_run_claimable_idx" and n["Node Type"] == "Index Scan"
+    ]
+    # the claim reads the index in fire_after order and stops after the 4 rows it locks,
+    # however many are due (50 here)
+    assert scan["Actual Rows"] == 4, scan
+
+
+def executor_params(limit: int) -> dict:
+    return {
+        "now": None,
+        "ids": [],
+        "tokens": [],
+        "results": [],
+        "errors": [],
+        "delays": [],
+        "limit": limit,
+        "jobs": ["tests.noop"],
+        "queues": None,
+        "worker": "w",
+        "lease_factor": 2.0,
+    }
+
+
+def walk(node: dict):
+    yield node
+    for child in node.get("Plans", []):
+        yield from walk(child)
 
 
 def test_enqueue_with_an_existing_idempotency_key_returns_the_existing_run(db):
