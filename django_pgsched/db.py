@@ -106,8 +106,8 @@ def cursor(conn: BaseDatabaseWrapper) -> Any:
         raw_cursor = ServerBindingCursor(raw)  # type: ignore[call-arg]
         conn.validate_thread_sharing()
         if conn.queries_logged:
-            return conn.make_debug_cursor(raw_cursor)
-        return conn.make_cursor(raw_cursor)
+            return conn.make_debug_cursor(raw_cursor)  # type: ignore[arg-type]
+        return conn.make_cursor(raw_cursor)  # type: ignore[arg-type]
 
 
 def fetchall(
