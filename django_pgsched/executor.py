@@ -30,57 +30,24 @@ import queue
 import random
 import threading
 import time
-import traceback
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections
+from django.db import DatabaseError, InterfaceError, OperationalError
 
 from . import db, events, failpoints
+from .claims import Claim, Outcome, clean_text, invoke
 from .conf import Settings, get_settings
 from .context import RunContext
 from .leases import Lease
 from .policies import retry_delay
-from .registry import all_jobs, get_job
+from .registry import all_jobs
 
 logger = logging.getLogger(__name__)
 
 MAX_ERROR_CHARS = 8000
-
-
-@dataclass
-class Claim:
-    """A run this replica holds a lease on."""
-
-    run_id: int
-    token: uuid.UUID
-    attempt: int
-    max_attempts: int
-    timeout: timedelta
-    job: str
-    queue: str
-    kwargs: dict[str, Any]
-    schedule_name: str | None
-    scheduled_for: datetime
-    idempotency_key: str
-    fire_after: datetime
-    started_at: datetime
-    lease: Lease
-    context: RunContext
-    state: str = "queued"  # queued -> running -> done | timed_out | abandoned; or released
-    started_mono: float | None = None
-
-
-@dataclass(frozen=True)
-class Outcome:
-    claim: Claim
-    result: str  # attempt status: succeeded, failed, timed_out
-    error: str
-    duration: float
-    retry: bool = True
 
 
 @dataclass(frozen=True)
@@ -435,26 +402,7 @@ class Executor:
             claim.state = "running"
             claim.started_mono = self.clock()
             claim.context.deadline = claim.started_mono + claim.timeout.total_seconds()
-        spec = get_job(claim.job)
-        result, error, retry = "succeeded", "", True
-        try:
-            if not self.inline:  # a slot thread: treat each job like a request
-                close_old_connections()
-            failpoints.hit("executor.before_job")
-            if spec is None:
-                result, error, retry = "failed", f"job {claim.job!r} is not registered here", False
-            elif spec.takes_context:
-                spec.func(claim.context, **claim.kwargs)
-            else:
-                spec.func(**claim.kwargs)
-        except BaseException as exc:
-            result, error = "failed", _format_error(exc)
-        finally:
-            if not self.inline:
-                try:
-                    close_old_connections()
-                except Exception:  # pragma: no cover
-                    logger.debug("closing the job's connections failed", exc_info=True)
+        result, error, retry = invoke(claim, like_a_request=not self.inline)
         failpoints.hit("executor.after_job")
         with self._lock:
             state = claim.state
@@ -579,7 +527,7 @@ class Executor:
                     "id": outcome.claim.run_id,
                     "token": outcome.claim.token,
                     "delay": self._delay(outcome),
-                    "note": _clean(f"outcome could not be recorded: {exc}")[:2000],
+                    "note": clean_text(f"outcome could not be recorded: {exc}")[:2000],
                 },
             )
             return [(r[0], r[1]) for r in rows]
@@ -613,15 +561,3 @@ class Executor:
                 status=status,
                 duration=outcome.duration,
             )
-
-
-def _clean(text: str) -> str:
-    return text.replace("\x00", "\\x00")
-
-
-def _format_error(exc: BaseException) -> str:
-    lines = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=20)
-    text = "".join(lines)
-    if len(text) > MAX_ERROR_CHARS:
-        text = text[: MAX_ERROR_CHARS // 4] + "\n…\n" + text[-(MAX_ERROR_CHARS * 3) // 4 :]
-    return _clean(text)
