@@ -3,7 +3,7 @@
 =============  ==============================================================
 pgsched.E001   ``USE_TZ`` must be True.
 pgsched.E002   The scheduler's database must be PostgreSQL (14 or newer: checked
-               with ``--database``/by ``runscheduler``).
+               by ``runscheduler`` and ``check --database``).
 pgsched.E003   ``PGSCHED`` has an unknown key or a bad value.
 pgsched.E004   The lease must outlast the timeout (``LEASE_FACTOR`` > 1) and
                the trust margin must leave room to renew.

@@ -132,9 +132,10 @@ class DatabaseCollector(Collector):
                 cursor.execute(
                     "SELECT clock_timestamp(), (SELECT count(*) FROM pgsched_job_run"
                     " WHERE status IN ('pending', 'retrying', 'running')"
-                    " AND fire_after <= clock_timestamp())"
+                    " AND fire_after <= clock_timestamp()),"
+                    " (SELECT count(*) FROM pgsched_schedule WHERE status = 'broken')"
                 )
-                db_time, backlog = cursor.fetchone()
+                db_time, backlog, broken = cursor.fetchone()
                 after = time.time()
         except DatabaseError:
             logger.warning("metrics: the database did not answer", exc_info=True)
@@ -143,6 +144,11 @@ class DatabaseCollector(Collector):
             "pgsched_runs_due_backlog",
             "Runs due and not yet terminal (autoscale on this).",
             value=backlog,
+        )
+        yield GaugeMetricFamily(
+            "pgsched_schedules_broken",
+            "Schedules marked broken: their definition cannot be evaluated (see last_error).",
+            value=broken,
         )
         yield GaugeMetricFamily(
             "pgsched_clock_skew_seconds",

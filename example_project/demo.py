@@ -2,6 +2,9 @@
 
     scripts/demo              # until Ctrl-C
     scripts/demo --seconds 30 # stop by itself (prints a summary)
+    scripts/demo --replicas 0 # the admin only: no scheduler runs (the tutorial's step 6)
+
+Replica N serves /metrics, /healthz and /readyz on port 9100 + N (or the next free one).
 
 Uses $DATABASE_URL when set; otherwise starts an embedded PostgreSQL (data in
 .embedded-pg/demo, kept between runs).
@@ -23,16 +26,23 @@ ROOT = HERE.parent
 MANAGE = [sys.executable, str(HERE / "manage.py")]
 
 
-def free_port(preferred: int) -> int:
+def free_port(preferred: int, taken: set[int] | None = None) -> int:
+    """The first port from ``preferred`` on that nothing listens on (and not in ``taken``)."""
     for port in range(preferred, preferred + 50):
+        if taken and port in taken:
+            continue
         with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) != 0:
-                return port
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+            return port
     raise SystemExit(f"no free port near {preferred}")
 
 
-def manage(*args: str, check: bool = True, env: dict[str, str] | None = None) -> int:
-    return subprocess.run([*MANAGE, *args], check=check, env=env).returncode
+def manage(*args: str) -> int:
+    return subprocess.run([*MANAGE, *args], check=True).returncode
 
 
 def summary() -> str:
@@ -40,6 +50,7 @@ def summary() -> str:
         [
             *MANAGE,
             "shell",
+            "--no-imports",
             "-c",
             "from django.db.models import Count\n"
             "from django_pgsched.models import JobRun, Schedule\n"
@@ -48,7 +59,7 @@ def summary() -> str:
             "print('runs by replica:', dict(JobRun.objects.exclude(worker=None)"
             ".values_list('worker').annotate(Count('id'))))\n"
             "print('skipped occurrences:',\n"
-            "      sum(Schedule.objects.values_list('skipped_occurrences', flat=True)))",
+            "      dict(Schedule.objects.values_list('name', 'skipped_occurrences')))",
         ],
         capture_output=True,
         text=True,
@@ -62,9 +73,17 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--seconds", type=float, default=None, help="stop after this many seconds")
-    parser.add_argument("--replicas", type=int, default=2, help="scheduler replicas (default 2)")
+    parser.add_argument(
+        "--replicas", type=int, default=2, help="scheduler replicas (default 2; 0: the admin only)"
+    )
     parser.add_argument(
         "--port", type=int, default=8000, help="admin port (default 8000, or the next free)"
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=9101,
+        help="metrics port of replica 1 (default 9101); the others take the next free ports",
     )
     options = parser.parse_args()
 
@@ -77,28 +96,37 @@ def main() -> int:
         print(f"embedded PostgreSQL: {os.environ['DATABASE_URL']}")
 
     manage("migrate", "--verbosity", "0")
-    env = {
-        **os.environ,
-        "DJANGO_SUPERUSER_USERNAME": "admin",
-        "DJANGO_SUPERUSER_PASSWORD": "admin",
-        "DJANGO_SUPERUSER_EMAIL": "admin@example.com",
-    }
     manage(
         "shell",
+        "--no-imports",
         "-c",
         "from django.contrib.auth import get_user_model\n"
         "U = get_user_model()\n"
         "U.objects.filter(username='admin').exists() or "
         "U.objects.create_superuser('admin', 'admin@example.com', 'admin')",
-        env=env,
     )
 
     children: list[subprocess.Popen[bytes]] = []
     port = free_port(options.port)
+    taken = {port}
+    replicas = []
     for i in range(1, options.replicas + 1):
+        metrics_port = free_port(options.metrics_port + i - 1, taken)
+        taken.add(metrics_port)
+        replicas.append(
+            f"    replica-{i}: http://127.0.0.1:{metrics_port}/metrics  (and /healthz, /readyz)"
+        )
         children.append(
             subprocess.Popen(
-                [*MANAGE, "runscheduler", "--worker-id", f"replica-{i}"], start_new_session=True
+                [
+                    *MANAGE,
+                    "runscheduler",
+                    "--worker-id",
+                    f"replica-{i}",
+                    "--metrics-port",
+                    str(metrics_port),
+                ],
+                start_new_session=True,
             )
         )
     children.append(
@@ -106,15 +134,18 @@ def main() -> int:
             [*MANAGE, "runserver", f"127.0.0.1:{port}", "--noreload"], start_new_session=True
         )
     )
+    metrics = "\n".join(replicas) or "    (no replica running: schedules wait, nothing fires)"
     print(
         f"""
-django-pgsched demo is running: {options.replicas} scheduler replicas and the admin.
+django-pgsched demo is running: {options.replicas} scheduler replica(s) and the admin.
 
   admin:     http://127.0.0.1:{port}/admin/pgsched/   (login admin / admin)
   schedules: declared in example_project/example/settings.py (PGSCHED["SCHEDULES"])
              and any you add in the admin (jobs: demo.heartbeat, demo.slow_report,
              demo.flaky_sync, demo.greet)
   runs:      http://127.0.0.1:{port}/admin/pgsched/jobrun/
+  metrics:
+{metrics}
 
 Ctrl-C stops everything (replicas drain their running jobs first).
 """,

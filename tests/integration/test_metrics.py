@@ -121,8 +121,12 @@ def test_run_outcomes_and_reaped_leases_are_counted(db, metrics):
 def test_backlog_and_skew_are_read_from_the_database(transactional_db, metrics):
     enqueue("tests.noop")
     enqueue("tests.noop", run_at=at("2099-01-01 00:00:00"))  # not due: not backlog
+    Schedule.objects.create(name="ok", job="tests.noop", cron="* * * * *")
+    Schedule.objects.create(name="bad", job="tests.noop", cron="* * * * *")
+    Schedule.objects.filter(name="bad").update(status="broken", last_error="cron: ...")
     current = samples(metrics)
     assert current[("pgsched_runs_due_backlog", ())] == 1
+    assert current[("pgsched_schedules_broken", ())] == 1
     assert abs(current[("pgsched_clock_skew_seconds", ())]) < 5  # same host, same clock
 
 

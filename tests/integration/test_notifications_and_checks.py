@@ -80,7 +80,7 @@ def test_listener_wakes_the_matching_event_and_reconnects(transactional_db):
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE application_name LIKE 'pgsched listener%%'"
+                "WHERE application_name LIKE 'pgsched listener%%' AND datname = current_database()"
             )
         assert listener.connected.wait(15) and planner_wake.wait(5)
     finally:

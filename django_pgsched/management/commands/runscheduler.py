@@ -8,9 +8,11 @@ import sys
 import time
 from typing import Any
 
+from django.core import checks
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
+from django_pgsched.conf import get_settings
 from django_pgsched.runner import LOOPS, Runner
 from django_pgsched.sync import sync_schedules
 
@@ -88,6 +90,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # the checks that need the database (PostgreSQL 14+) run here, against the scheduler's
+        self.check(tags=[checks.Tags.database], databases=[get_settings().DATABASE_ALIAS])
         if not logger.handlers and not logging.getLogger().handlers:
             logging.basicConfig(
                 level=logging.DEBUG if options["verbosity"] > 2 else logging.INFO,

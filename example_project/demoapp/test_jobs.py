@@ -1,0 +1,66 @@
+"""Tests for the demo's jobs: the patterns of docs/how-to/test-jobs.md, run for real.
+
+DATABASE_URL=postgresql://... .venv/bin/pytest example_project -p no:cacheprovider
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from django_pgsched import RunContext, enqueue
+from django_pgsched.executor import Executor
+from django_pgsched.models import Attempt, JobRun, Schedule
+from django_pgsched.planner import Planner
+
+from .jobs import greet, slow_report
+
+
+def test_call_the_function_directly(caplog: pytest.LogCaptureFixture) -> None:
+    greet(name="tests")
+    assert "hello, tests" in caplog.text
+
+
+def test_call_a_context_job_with_a_context_of_your_own() -> None:
+    context = RunContext(
+        job_run_id=1,
+        job="demo.slow_report",
+        schedule_name="slow-report",
+        scheduled_for=datetime(2026, 3, 1, 12, tzinfo=UTC),
+        attempt=1,
+        max_attempts=3,
+        idempotency_key="test-key",
+        worker="test",
+    )
+    context.cancel("the test says stop")
+    slow_report(context, seconds=30)  # returns at once: the context is cancelled
+    assert context.cancel_reason == "the test says stop"
+
+
+@pytest.mark.django_db
+def test_enqueue_and_run_inline() -> None:
+    run = enqueue("demo.greet", kwargs={"name": "tests"})
+    result = Executor(inline=True).run_once()  # claims due runs, runs them here, records
+    run.refresh_from_db()
+    assert result.completed == 1
+    assert run.status == "succeeded" and run.attempts == 1
+    assert Attempt.objects.get(job_run=run).status == "succeeded"
+
+
+@pytest.mark.django_db
+def test_travel_in_time_with_the_planner() -> None:
+    schedule = Schedule.objects.create(name="greet", job="demo.greet", cron="0 0 2 * * *")
+    two_am = schedule.next_fire_at  # the first 02:00:00 UTC after the database's now()
+
+    created = Planner().run_once(now=two_am)
+    Executor(inline=True).run_once(now=two_am)
+
+    assert created.created == 1
+    run = JobRun.objects.get(schedule=schedule)
+    assert run.scheduled_for == two_am and run.status == "succeeded"
+
+    # three days later: the default policy ("latest") runs the newest missed occurrence
+    later = Planner().run_once(now=two_am + timedelta(days=3, minutes=5))
+    schedule.refresh_from_db()
+    assert later.created == 1 and schedule.skipped_occurrences == 2
