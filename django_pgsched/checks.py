@@ -11,14 +11,18 @@ pgsched.E005   A schedule in ``PGSCHED["SCHEDULES"]`` is invalid.
 pgsched.E006   A database router sends the scheduler's models away from
                ``DATABASE_ALIAS`` (claims must go to the primary).
 pgsched.E007   Failpoints (``PGSCHED_FAILPOINTS``) are set while ``DEBUG`` is off.
+pgsched.E008   The unique occurrence index is missing or invalid (database check).
 pgsched.W001   ``IDLE_IN_TRANSACTION_TIMEOUT`` is longer than the shortest
                lease, so a frozen replica could hold rows past it.
+pgsched.W002   ``RETENTION`` is shorter than a day: replans could refire deleted
+               occurrences.
 =============  ==============================================================
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from django.apps import AppConfig
@@ -105,6 +109,16 @@ def check_settings(
                 id="pgsched.W001",
             )
         )
+    if s.RETENTION is not None and s.RETENTION < timedelta(days=1):
+        messages.append(
+            checks.Warning(
+                f"PGSCHED['RETENTION'] is {s.RETENTION}: runs are the evidence that an occurrence "
+                "already fired, so moving a schedule's next_fire_at back further than that would "
+                "fire deleted occurrences again.",
+                hint="Keep at least a day of history (the default is 30 days).",
+                id="pgsched.W002",
+            )
+        )
     messages += _check_schedules()
     messages += _check_routers(s)
     messages += _check_failpoints()
@@ -182,4 +196,33 @@ def check_database_version(
                 id="pgsched.E002",
             )
         ]
-    return []
+    return _check_occurrence_index(conn)
+
+
+def _check_occurrence_index(conn: Any) -> list[checks.CheckMessage]:
+    """The unique occurrence index is the hard guard against duplicate fires: it must be there."""
+    with conn.cursor() as cursor:
+        cursor.execute(
+            "SELECT i.indisunique AND i.indisvalid AND i.indisready"
+            "  FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+            " WHERE c.relname = 'pgsched_one_run_per_occurrence'"
+        )
+        row = cursor.fetchone()
+    if row is None:
+        table_exists = "pgsched_job_run" in conn.introspection.table_names()
+        if not table_exists:
+            return []  # not migrated yet: migrate creates it
+        problem = "is missing"
+    elif not row[0]:
+        problem = "is not a valid unique index (a failed concurrent build?)"
+    else:
+        return []
+    return [
+        checks.Error(
+            f"The unique index pgsched_one_run_per_occurrence on pgsched_job_run {problem}; "
+            "without it nothing stops a second run of the same occurrence.",
+            hint="Recreate it: migrate pgsched to 0001 and back, or create it by hand as in "
+            "migration 0001 (UNIQUE (schedule_id, scheduled_for) WHERE schedule_id IS NOT NULL).",
+            id="pgsched.E008",
+        )
+    ]

@@ -46,7 +46,9 @@ class Claim:
     started_at: datetime
     lease: Lease
     context: RunContext
-    state: str = "queued"  # queued -> running -> done | timed_out | abandoned; or released
+    # queued -> running [-> overdue] -> done; or released (unstarted, given back),
+    # abandoned (lease lost) or interrupted (shutdown gave up on it)
+    state: str = "queued"
     started_mono: float | None = None
 
 

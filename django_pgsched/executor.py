@@ -17,9 +17,11 @@ The seed's three lease rules, as code:
    reason other than a lost connection, a minimal write still moves the run
    out of ``running``.
 
-Jobs run in daemon threads. A job past its timeout is recorded ``timed_out`` at
-once (its context reports cancelled); Python cannot kill a thread, so the slot
-stays busy until the function returns, and its result is then discarded.
+Jobs run in daemon threads. Python cannot kill a thread, so a timeout is a
+request: past it the job's context reports cancelled, and when the function
+returns (whatever it returns) the attempt is recorded ``timed_out``. Until then
+the run stays leased and renewed and its slot stays busy, so a job that ignores
+``is_cancelled()`` is never run a second time alongside itself.
 """
 
 from __future__ import annotations
@@ -150,7 +152,7 @@ class Executor:
             return 0.0
         with self._lock:
             for claim in self.in_flight.values():
-                if claim.state in ("queued", "running"):
+                if claim.state in ("queued", "running", "overdue"):
                     deadlines.append(claim.lease.renew_at)
                     deadlines.append(claim.lease.trust_until)
                     deadlines.append(claim.context.deadline)
@@ -192,8 +194,8 @@ class Executor:
         interrupted: list[Claim] = []
         with self._lock:
             for claim in self.in_flight.values():
-                if claim.state == "running":
-                    claim.state = "timed_out"
+                if claim.state in ("running", "overdue"):
+                    claim.state = "interrupted"
                     claim.context.cancel(reason)
                     interrupted.append(claim)
         for claim in interrupted:
@@ -211,7 +213,7 @@ class Executor:
             return False
         with self._lock:
             return not any(
-                c.state in ("queued", "running", "done") for c in self.in_flight.values()
+                c.state in ("queued", "running", "overdue", "done") for c in self.in_flight.values()
             )
 
     def flush(self, now: datetime | None = None) -> int:
@@ -406,17 +408,25 @@ class Executor:
         failpoints.hit("executor.after_job")
         with self._lock:
             state = claim.state
-            if state == "running":
+            if state == "running" and self.clock() >= claim.context.deadline:
+                state = "overdue"  # returned, but too late
+            if state in ("running", "overdue"):
                 claim.state = "done"
-            else:  # timed out or abandoned meanwhile: the slot frees now, the result is discarded
+            else:  # abandoned or interrupted meanwhile: the slot frees, the result is discarded
                 self.in_flight.pop(claim.run_id, None)
-        if state == "running":
+        if state == "overdue":
+            error = (
+                f"timed out: still running {claim.timeout.total_seconds():g}s after it "
+                f"started; returned after {self._elapsed(claim):.3g}s\n{error}"
+            ).rstrip()
+            self._outcomes.put(Outcome(claim, "timed_out", error, self._elapsed(claim)))
+        elif state == "running":
             self._outcomes.put(Outcome(claim, result, error, self._elapsed(claim), retry))
         elif result == "succeeded":
             logger.warning(
-                "run %s finished after its %s; its result was discarded",
+                "run %s finished after its lease was lost or the replica gave it "
+                "up; its result was discarded",
                 claim.run_id,
-                "timeout" if state == "timed_out" else "lease was lost",
             )
         self.flags.wake.set()
 
@@ -428,27 +438,30 @@ class Executor:
     def _expire_local(self) -> tuple[int, int]:
         """Timeouts and lost trust, by this replica's monotonic clock."""
         now = self.clock()
-        timed_out: list[Claim] = []
+        overdue: list[Claim] = []
         lost: list[Claim] = []
         with self._lock:
             for claim in list(self.in_flight.values()):
-                if claim.state == "running" and now >= claim.context.deadline:
-                    claim.state = "timed_out"
-                    claim.context.cancel("the timeout passed")
-                    timed_out.append(claim)
-                elif claim.state in ("queued", "running") and not claim.lease.trusted(now):
+                if claim.state in ("queued", "running", "overdue") and not claim.lease.trusted(now):
                     claim.context.cancel("the lease could not be renewed in time")
                     if claim.state == "queued":
                         self.in_flight.pop(claim.run_id, None)
                     claim.state = "abandoned"
                     lost.append(claim)
-        for claim in timed_out:
-            message = f"timed out after {claim.timeout.total_seconds():g}s"
-            self._outcomes.put(Outcome(claim, "timed_out", message, self._elapsed(claim)))
+                elif claim.state == "running" and now >= claim.context.deadline:
+                    claim.state = "overdue"  # stays leased until its thread returns
+                    claim.context.cancel("the timeout passed")
+                    overdue.append(claim)
+        for claim in overdue:
+            logger.warning(
+                "run %s passed its %gs timeout; asked it to stop",
+                claim.run_id,
+                claim.timeout.total_seconds(),
+            )
         for claim in lost:
             logger.warning("run %s: lease no longer trusted; abandoning it", claim.run_id)
             events.lease_lost.send(sender=type(self), run_id=claim.run_id, reason="trust expired")
-        return len(timed_out), len(lost)
+        return len(overdue), len(lost)
 
     def _renew(self, conn: Any, now: datetime | None) -> tuple[int, int]:
         mono = self.clock()
@@ -456,7 +469,8 @@ class Executor:
             due = [
                 c
                 for c in self.in_flight.values()
-                if c.state in ("queued", "running", "done") and c.lease.due_for_renewal(mono)
+                if c.state in ("queued", "running", "overdue", "done")
+                and c.lease.due_for_renewal(mono)
             ]
         if not due:
             return 0, 0

@@ -102,6 +102,7 @@ def hit(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     elif point.action == "stop":
         os.kill(os.getpid(), signal.SIGSTOP)
+        time.sleep(0.05)  # the stop is asynchronous: do not run on before it lands
     elif point.action == "exit":
         os._exit(3)
     elif point.action == "raise":

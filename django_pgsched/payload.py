@@ -38,6 +38,14 @@ def _scan(value: Any, depth: int, max_depth: int, parts: list[str], counter: lis
             raise ValidationError(
                 f"payload: NaN/Infinity are not valid JSON (at {_path(parts)})", code="payload_nan"
             )
+        if abs(value) >= 1e16:
+            # json writes it with an exponent; jsonb keeps the decimal digits and it is read
+            # back as a different integer
+            raise ValidationError(
+                f"payload: the float {value!r} at {_path(parts)} would not survive PostgreSQL "
+                "jsonb unchanged (it is read back as an integer); send an int or a string",
+                code="payload_float_range",
+            )
         return
     if isinstance(value, str):
         _check_text(value, parts)
@@ -109,7 +117,12 @@ def validate_kwargs(value: Any, *, max_bytes: int, max_depth: int) -> dict[str, 
                 f"payload: key {key!r} is not a valid keyword-argument name",
                 code="payload_key",
             )
-    size = len(json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8"))
+    try:
+        size = len(json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8"))
+    except ValueError as exc:  # an integer too long to write as decimal digits
+        raise ValidationError(
+            f"payload: a number is too large ({exc})", code="payload_number"
+        ) from None
     if size > max_bytes:
         raise ValidationError(
             f"payload: {size:,} bytes exceeds the limit of {max_bytes:,} bytes",

@@ -46,14 +46,19 @@ class SyncResult:
     deleted: list[str] = field(default_factory=list)
 
 
+MAX_SECONDS = 10 * 366 * 86400  # far above any valid interval, timeout or grace
+
+
 def _seconds(name: str, key: str, value: Any) -> timedelta | None:
     if value is None or isinstance(value, timedelta):
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return timedelta(seconds=value)
-    raise ValidationError(
-        {key: [f"{key}: expected a timedelta or a number of seconds, got {value!r}"]}
-    )
+        if value == value and abs(value) <= MAX_SECONDS:  # not NaN, not absurd
+            return timedelta(seconds=value)
+        problem = f"{value!r} is not a usable number of seconds"
+    else:
+        problem = f"expected a timedelta or a number of seconds, got {value!r}"
+    raise ValidationError(f"SCHEDULES[{name!r}]: {key}: {problem}")
 
 
 def build(name: str, options: Mapping[str, Any]) -> Schedule:

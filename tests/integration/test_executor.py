@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from datetime import timedelta
 
@@ -144,20 +145,38 @@ def test_release_gives_back_unstarted_runs_without_consuming_an_attempt(db):
     assert run.status == "pending" and run.attempts == 0 and run.claimed_by is None
 
 
-def test_timeout_is_recorded_as_timed_out(db):
-    clock = FakeClock()
-    run = enqueue("tests.sleep", kwargs={"seconds": 0.0}, timeout=seconds(1))
-    executor = Executor(concurrency=1, clock=clock)
-    claim = claim_one(executor)
-    with executor._lock:
-        claim.state, claim.started_mono = "running", clock.t
-        claim.context.deadline = clock.t + 1
-    clock.t += 1.5
-    result = executor.run_once()
+def test_a_job_returning_after_its_timeout_is_recorded_timed_out(db):
+    run = enqueue("tests.sleep", kwargs={"seconds": 1.2, "cooperative": False}, timeout=seconds(1))
+    Executor(concurrency=1, inline=True).run_once()
     run.refresh_from_db()
-    assert result.timed_out == 1 and claim.context.is_cancelled()
-    assert run.status == "retrying" and attempts_of(run) == [(1, "timed_out")]
-    assert executor.idle_slots() == 0  # the thread still runs: the slot stays busy
+    assert run.status == "retrying"
+    ((number, status),) = attempts_of(run)
+    assert (number, status) == (1, "timed_out")
+    assert "timed out" in Attempt.objects.get(job_run=run).error
+
+
+def test_an_overdue_job_keeps_its_lease_until_its_thread_returns(transactional_db):
+    """A job that ignores is_cancelled() must not be retried while it still runs (I6)."""
+    run = enqueue("tests.sleep", kwargs={"seconds": 2.0, "cooperative": False}, timeout=seconds(1))
+    executor = Executor(concurrency=1)
+    executor.start_threads()
+    assert executor.run_once().claimed == 1
+    (claim,) = executor.in_flight.values()
+    deadline = time.monotonic() + 1.3
+    while time.monotonic() < deadline:
+        executor.run_once()
+        time.sleep(0.05)
+    assert claim.state == "overdue" and claim.context.is_cancelled()
+    run.refresh_from_db()
+    assert run.status == "running" and attempts_of(run) == []  # still leased: no retry yet
+    assert executor.idle_slots() == 0
+    deadline = time.monotonic() + 10
+    while attempts_of(run) == [] and time.monotonic() < deadline:
+        executor.wake.wait(0.2)
+        executor.run_once()
+    run.refresh_from_db()
+    assert attempts_of(run) == [(1, "timed_out")] and run.status == "retrying"
+    assert executor.idle_slots() == 1
 
 
 def test_lost_lease_cancels_the_job_and_discards_its_result(db):

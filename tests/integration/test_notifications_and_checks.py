@@ -149,3 +149,26 @@ def test_the_scheduler_sessions_carry_their_timeouts(db):
     assert (lock, statement, idle) == ("5s", "1min", "1min")
     assert name.startswith("pgsched planner ")
     assert pgsched_db.default_worker_id() in name
+
+
+def test_a_missing_or_invalid_occurrence_index_is_an_error(db):
+    def database_checks() -> set[str]:
+        return ids(checks.run_checks(tags=[checks.Tags.database], databases=["default"]))
+
+    assert "pgsched.E008" not in database_checks()
+    with connection.cursor() as cursor:
+        cursor.execute("DROP INDEX pgsched_one_run_per_occurrence")
+    assert "pgsched.E008" in database_checks()
+    with connection.cursor() as cursor:  # a non-unique index under the same name is no guard
+        cursor.execute(
+            "CREATE INDEX pgsched_one_run_per_occurrence ON pgsched_job_run "
+            "(schedule_id, scheduled_for)"
+        )
+    assert "pgsched.E008" in database_checks()
+
+
+def test_short_retention_is_a_warning():
+    with override_settings(PGSCHED={"RETENTION": timedelta(hours=1)}):
+        assert "pgsched.W002" in ids(checks.run_checks())
+    with override_settings(PGSCHED={"RETENTION": None}):
+        assert "pgsched.W002" not in ids(checks.run_checks())
