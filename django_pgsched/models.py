@@ -485,6 +485,22 @@ class JobRun(models.Model):
                 condition=models.Q(finished_at__isnull=False),
                 name="pgsched_run_finished_idx",
             ),
+            # The admin's run list: its order (-scheduled_for, -id), alone and behind
+            # each filter, so a page is an index scan that stops after the page. By
+            # status: succeeded runs are dense in the first index, unfinished ones are
+            # few (the claimable and running indexes), failed and cancelled ones have
+            # this small index (one entry per such run, none for the others).
+            models.Index(fields=("scheduled_for", "id"), name="pgsched_run_recent_idx"),
+            models.Index(
+                fields=("scheduled_for", "id"),
+                condition=models.Q(status__in=("failed", "cancelled")),
+                name="pgsched_run_unsuccessful_idx",
+            ),
+            models.Index(fields=("queue", "scheduled_for", "id"), name="pgsched_run_by_queue_idx"),
+            models.Index(
+                fields=("schedule_name", "scheduled_for", "id"),
+                name="pgsched_run_by_schedule_idx",
+            ),
         )
 
     def __str__(self) -> str:

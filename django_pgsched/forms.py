@@ -1,0 +1,76 @@
+"""The schedule form of the admin: a job chosen from the registry, the core's validation.
+
+Validation is :meth:`Schedule.clean`'s (its messages name the field and the
+value); the form only narrows the inputs: the job is a choice among the
+registered jobs (nothing is imported from a typed path), and status is not a
+field (pause and resume are their own permission-gated operations).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from .models import Schedule
+from .registry import all_jobs
+
+EDITABLE_FIELDS = (
+    "name",
+    "job",
+    "kwargs",
+    "cron",
+    "interval",
+    "anchor",
+    "misfire_policy",
+    "catch_up_limit",
+    "misfire_grace",
+    "max_attempts",
+    "timeout",
+    "queue",
+)
+
+
+def job_choices(current: str | None = None) -> list[tuple[str, str]]:
+    """The registered jobs, plus ``current`` (marked) if it is no longer registered."""
+    jobs = all_jobs()
+    choices = [("", "---------")]
+    if current and current not in jobs:
+        choices.append((current, f"{current} (not registered)"))
+    for name, spec in sorted(jobs.items()):
+        defaults = [
+            f"queue {spec.queue}" if spec.queue else "",
+            f"{spec.max_attempts} attempts" if spec.max_attempts else "",
+        ]
+        label = ", ".join(d for d in defaults if d)
+        choices.append((name, f"{name} ({label})" if label else name))
+    return choices
+
+
+class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
+    job = forms.ChoiceField(help_text="A job registered with @job.")
+
+    class Meta:
+        model = Schedule
+        fields = EDITABLE_FIELDS
+        widgets = {
+            "cron": forms.TextInput(
+                attrs={"placeholder": "0 30 9 * * MON-FRI", "size": 40, "spellcheck": "false"}
+            ),
+            "kwargs": forms.Textarea(attrs={"rows": 3, "cols": 60, "spellcheck": "false"}),
+        }
+        help_texts = {
+            "cron": (
+                "UTC. 5 fields (minute hour day-of-month month day-of-week) or 6 with "
+                "seconds first (0 30 9 * * MON-FRI is 09:30:00 on weekdays). "
+                "Leave empty for an interval schedule."
+            ),
+            "interval": "Instead of cron: seconds (900) or HH:MM:SS (00:15:00).",
+            "misfire_grace": "Seconds or HH:MM:SS. Empty: PGSCHED['MISFIRE_GRACE'].",
+            "timeout": "Seconds or HH:MM:SS. Empty: the job's default.",
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        current = self.instance.job if self.instance.pk else self.initial.get("job")
+        self.fields["job"].choices = job_choices(current)  # type: ignore[attr-defined]
