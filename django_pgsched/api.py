@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
-from . import queries
+from . import db, events, queries
 from .conf import get_settings
 from .models import JobRun, RunStatus, Schedule, ScheduleStatus, db_now
 from .payload import validate_kwargs
 from .registry import require_job, validate_max_attempts, validate_queue, validate_timeout
+
+#: The statuses :func:`retry_run` accepts.
+RETRYABLE = (RunStatus.FAILED, RunStatus.CANCELLED)
 
 
 def _notify(using: str, payload: str) -> None:
@@ -129,3 +135,96 @@ def resume(schedule: Schedule) -> None:
         schedule.status = ScheduleStatus.ACTIVE
         schedule.last_error = ""
         schedule.save(update_fields=["status", "last_error", "updated_at"])
+
+
+# -- runs ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class CancelResult:
+    """What :func:`cancel_runs` did, by run id."""
+
+    #: The runs cancelled, in id order.
+    cancelled: list[int] = dataclasses.field(default_factory=list)
+    #: Of those, the ones that were running: their replicas abandon them at the next renewal.
+    interrupted: list[int] = dataclasses.field(default_factory=list)
+    #: The runs left alone: finished, or claimed again, since their token was read.
+    unchanged: list[int] = dataclasses.field(default_factory=list)
+
+
+def cancel_runs(
+    seen: Sequence[tuple[int, uuid.UUID | None]], *, note: str, using: str | None = None
+) -> CancelResult:
+    """Cancel runs given as ``(id, lease token seen)``; a running one only if the token holds.
+
+    A pending or retrying run is cancelled if it still is. A running one is
+    cancelled only while it still carries the lease token that was read (its
+    ``claimed_by``), so a cancel never hits a later attempt; its in-flight
+    attempt is recorded as ``cancelled``, and the executor holding it finds
+    its lease gone at the next renewal and abandons the job. ``note`` goes on
+    each cancelled run (and its attempt). One statement, in one transaction.
+
+    For each run that was running, :data:`~django_pgsched.events.attempt_finished`
+    is sent once the transaction commits (``outcome`` and ``status``
+    ``"cancelled"``, ``duration`` 0), so the metrics count it.
+    """
+    result = CancelResult()
+    if not seen:
+        return result
+    alias = using or get_settings().DATABASE_ALIAS
+    params: dict[str, Any] = {
+        "ids": [pk for pk, _ in seen],
+        "tokens": [token for _, token in seen],
+        "note": note,
+    }
+    with transaction.atomic(using=alias):
+        rows = db.fetchall(connections[alias], "cancel_runs", params)
+        for pk, was, job, queue, attempt in rows:
+            result.cancelled.append(pk)
+            if was == RunStatus.RUNNING:
+                result.interrupted.append(pk)
+                finished = partial(
+                    events.attempt_finished.send,
+                    sender=JobRun,
+                    run_id=pk,
+                    job=job,
+                    queue=queue,
+                    attempt=attempt,
+                    outcome=RunStatus.CANCELLED.value,
+                    status=RunStatus.CANCELLED.value,
+                    duration=0.0,
+                )
+                transaction.on_commit(finished, using=alias, robust=True)
+    done = set(result.cancelled)
+    result.unchanged = [pk for pk, _ in seen if pk not in done]
+    return result
+
+
+def retry_run(run: JobRun, *, note: str = "") -> tuple[JobRun, bool]:
+    """A new run of a failed or cancelled ``run``: same job, kwargs, queue, attempts, timeout.
+
+    The original keeps its status and attempts; the new run's note says "retry
+    of run N" and it keeps the schedule's name. Its idempotency key derives
+    from the original's id, so a run is retried at most once, even when two
+    operators click at once: to try again, retry the retry. Returns ``(run,
+    created)``.
+    """
+    if run.status not in RETRYABLE:
+        raise ValidationError(
+            f"status: run {run.pk} is {run.status}; only failed or cancelled runs can be retried"
+        )
+    key = f"pgsched:retry:{run.pk}"
+    existing = JobRun.objects.filter(idempotency_key=key).first()
+    if existing is not None:
+        return existing, False
+    new = enqueue(
+        run.job,
+        kwargs=run.kwargs,
+        queue=run.queue,
+        max_attempts=run.max_attempts,
+        timeout=run.timeout,
+        idempotency_key=key,
+        schedule_name=run.schedule_name,
+        note=f"retry of run {run.pk}" + (f" {note}" if note else ""),
+    )
+    return new, True

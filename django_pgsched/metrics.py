@@ -88,9 +88,17 @@ class Metrics:
             self.skipped.labels(*skipped_labels).inc(count)
 
     def on_attempt(
-        self, sender: object, job: str, queue: str, status: str, duration: float, **kwargs: Any
+        self,
+        sender: object,
+        job: str,
+        queue: str,
+        status: str,
+        duration: float,
+        outcome: str = "",
+        **kwargs: Any,
     ) -> None:
-        self.duration.labels(queue, job).observe(duration)
+        if outcome != "cancelled":  # a cancel has no duration of its own
+            self.duration.labels(queue, job).observe(duration)
         if status in TERMINAL:
             self.finished.labels(queue, job, status).inc()
 

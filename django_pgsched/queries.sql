@@ -298,6 +298,43 @@ DELETE FROM pgsched_job_run r
  WHERE r.id = d.id;
 
 
+-- name: cancel_runs
+-- An operator's cancel (api.cancel_runs) of runs that have not finished, given
+-- as (id, lease token seen). A pending or retrying run is cancelled if it still
+-- is; a running one only while it still carries the lease token that was read
+-- (FOR NO KEY UPDATE re-checks the condition on the row's latest version), and
+-- its in-flight attempt is recorded as cancelled. The executor's next renewal
+-- no longer finds its token, so it abandons the job, and its outcome write
+-- (fenced on the token too) changes nothing.
+WITH target AS MATERIALIZED (
+    SELECT r.id, r.status AS was
+      FROM pgsched_job_run r
+      JOIN unnest(%(ids)b::bigint[], %(tokens)b::uuid[]) AS t(id, token) ON t.id = r.id
+     WHERE r.status IN ('pending', 'retrying')
+        OR (r.status = 'running' AND r.claimed_by = t.token)
+       FOR NO KEY UPDATE OF r
+),
+cancelled AS (
+    UPDATE pgsched_job_run r
+       SET status = 'cancelled',
+           finished_at = clock_timestamp(),
+           claimed_by = NULL,
+           claim_expires_at = NULL,
+           note = %(note)s
+      FROM target t
+     WHERE r.id = t.id
+    RETURNING r.id, t.was, r.attempts, r.started_at, r.worker, r.job, r.queue
+),
+recorded AS (
+    INSERT INTO pgsched_attempt (job_run_id, number, status, started_at, finished_at, worker, error)
+    SELECT id, attempts, 'cancelled', started_at, clock_timestamp(), coalesce(worker, ''), %(note)s
+      FROM cancelled
+     WHERE was = 'running' AND attempts >= 1
+        ON CONFLICT DO NOTHING
+)
+SELECT id, was, job, queue, attempts FROM cancelled ORDER BY id;
+
+
 -- name: wake_executors
 SELECT pg_notify('pgsched_wait', %(payload)s);
 

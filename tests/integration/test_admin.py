@@ -24,8 +24,10 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from django_pgsched import admin as pgsched_admin
-from django_pgsched import describe, enqueue, timetable
+from django_pgsched import api, describe, enqueue, events, timetable
+from django_pgsched.admin.common import BoundedCountPaginator
+from django_pgsched.admin.runs import JobRunAdmin
+from django_pgsched.admin.schedules import RECENT_RUNS_SQL
 from django_pgsched.executor import Executor
 from django_pgsched.models import Attempt, JobRun, Schedule, db_now
 from tests.conftest import seconds
@@ -273,7 +275,7 @@ def test_run_list_costs_the_same_queries_for_50_or_500_runs(admin_client, make_s
 
 
 def test_run_list_never_counts_the_whole_table(admin_client, monkeypatch):
-    monkeypatch.setattr(pgsched_admin.BoundedCountPaginator, "exact_limit", 20)
+    monkeypatch.setattr(BoundedCountPaginator, "exact_limit", 20)
     make_runs(new_run(scheduled_for=whole_seconds_ago(i)) for i in range(150))
     sql = queries_of(admin_client, RUNS)
     counts = [q for q in sql if "COUNT(" in q.upper() and "pgsched_job_run" in q]
@@ -299,7 +301,7 @@ def test_run_list_never_counts_the_whole_table(admin_client, monkeypatch):
 def test_each_run_filter_reads_an_index(
     admin_client, make_schedule, monkeypatch, query, index, sorts
 ):
-    monkeypatch.setattr(pgsched_admin.JobRunAdmin, "list_per_page", 10)
+    monkeypatch.setattr(JobRunAdmin, "list_per_page", 10)
     make_schedule(name="nightly", queue="reports")
     make_runs(
         new_run(name="nightly", queue="reports", status=status, scheduled_for=whole_seconds_ago(i))
@@ -321,7 +323,7 @@ def test_the_strip_reads_one_schedule_index_range_per_schedule(make_schedule):
     make_runs(new_run(schedule=s, scheduled_for=whole_seconds_ago(i)) for i in range(30))
     params = {"ids": [s.pk], "names": [s.name], "limit": 10}
     with connection.cursor() as cursor:
-        sql = cursor.mogrify(pgsched_admin.RECENT_RUNS_SQL, params)
+        sql = cursor.mogrify(RECENT_RUNS_SQL, params)
     plan = explain(sql)
     assert "Index Scan Backward using pgsched_run_by_schedule_idx" in plan
     assert "Limit" in plan
@@ -613,6 +615,45 @@ def test_cancel_is_fenced_on_the_token_that_was_read(admin_client):
     assert after.status == "running" and after.worker == "replica-2"
     assert not Attempt.objects.filter(job_run=run).exists()
     assert "Left 1 run" in response.content.decode()
+
+
+def test_cancelling_a_running_run_reports_its_attempt_after_commit(
+    db, django_capture_on_commit_callbacks
+):
+    running, pending = make_runs([new_run(status="running"), new_run(status="pending")])
+    sent: list[dict[str, Any]] = []
+
+    def receiver(sender: object, **kwargs: Any) -> None:
+        sent.append({"sender": sender, **kwargs})
+
+    events.attempt_finished.connect(receiver, weak=False, dispatch_uid="test-cancel")
+    try:
+        with django_capture_on_commit_callbacks(execute=True) as callbacks:
+            result = api.cancel_runs(
+                [(running.pk, running.claimed_by), (pending.pk, None)], note="test"
+            )
+            assert sent == []  # not before the commit
+        assert len(callbacks) == 1  # nothing for the pending run
+    finally:
+        events.attempt_finished.disconnect(dispatch_uid="test-cancel")
+    assert (result.cancelled, result.interrupted, result.unchanged) == (
+        sorted([running.pk, pending.pk]),
+        [running.pk],
+        [],
+    )
+    assert sent == [
+        {
+            "sender": JobRun,
+            "signal": events.attempt_finished,
+            "run_id": running.pk,
+            "job": "tests.noop",
+            "queue": "default",
+            "attempt": 1,
+            "outcome": "cancelled",
+            "status": "cancelled",
+            "duration": 0.0,
+        }
+    ]
 
 
 def test_retry_creates_a_new_run_once(admin_client):

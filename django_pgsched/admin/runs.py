@@ -1,0 +1,443 @@
+"""Runs: read-only history with the lease in words and the attempts inline; cancel and retry.
+
+Nothing here scans the run table: the list counts at most
+:attr:`~django_pgsched.admin.common.BoundedCountPaginator.exact_limit` rows, its
+order and each of its filters have an index, filter choices never come from
+``SELECT DISTINCT`` over runs, and search is by exact id or idempotency key.
+Cancel and retry are :func:`django_pgsched.api.cancel_runs` and
+:func:`django_pgsched.api.retry_run`.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import BadRequest, PermissionDenied, ValidationError
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from .. import api, describe
+from ..conf import get_settings
+from ..models import CLAIMABLE_STATUSES, Attempt, JobRun, RunStatus, Schedule, db_now
+from ..registry import all_jobs
+from .common import (
+    ACTION_LIMIT,
+    AttemptInlineBase,
+    BoundedCountPaginator,
+    JobRunAdminBase,
+    badge,
+    by_whom,
+    post_only,
+    utc,
+)
+
+SCHEDULE_CHOICES = 100  # schedules listed in the run list's filter
+UNFINISHED = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.RETRYING)
+
+
+class RunChangeList(ChangeList):
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        now = db_now()
+        for run in self.result_list:
+            run.pgsched_now = now
+
+
+class RunScheduleFilter(admin.SimpleListFilter):
+    """By schedule name (occurrences, run-now and retries); choices from the schedules table."""
+
+    title = "schedule"
+    parameter_name = "schedule"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        names = list(
+            Schedule.objects.order_by("name").values_list("name", flat=True)[:SCHEDULE_CHOICES]
+        )
+        if self.value() and self.value() not in names:
+            names.append(self.value())  # type: ignore[arg-type]
+        return [(name, name) for name in names]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset.filter(schedule_name=self.value()) if self.value() else queryset
+
+
+class RunQueueFilter(admin.SimpleListFilter):
+    """Queues named in settings, by jobs and by schedules (never SELECT DISTINCT over runs)."""
+
+    title = "queue"
+    parameter_name = "queue"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        queues = {get_settings().DEFAULT_QUEUE}
+        queues.update(spec.queue for spec in all_jobs().values() if spec.queue)
+        declared = Schedule.objects.exclude(queue=None).values_list("queue", flat=True)
+        queues.update(q for q in declared.distinct() if q)
+        if self.value():
+            queues.add(self.value())  # type: ignore[arg-type]
+        return [(q, q) for q in sorted(queues)] if len(queues) > 1 else []
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset.filter(queue=self.value()) if self.value() else queryset
+
+
+class AttemptInline(AttemptInlineBase):
+    model = Attempt
+    extra = 0
+    max_num = 0
+    can_delete = False
+    ordering = ("number",)
+    fields = ("number", "outcome", "started", "finished", "took", "worker", "details")
+    readonly_fields = fields
+    verbose_name_plural = "attempts"
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm("pgsched.view_jobrun")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="Outcome")
+    def outcome(self, obj: Attempt) -> SafeString:
+        return badge(obj.status)
+
+    @admin.display(description="Started (UTC)")
+    def started(self, obj: Attempt) -> SafeString:
+        return utc(obj.started_at)
+
+    @admin.display(description="Finished (UTC)")
+    def finished(self, obj: Attempt) -> SafeString:
+        return utc(obj.finished_at)
+
+    @admin.display(description="Took")
+    def took(self, obj: Attempt) -> str:
+        if obj.started_at is None or obj.finished_at is None:
+            return "—"
+        return describe.duration(obj.finished_at - obj.started_at)
+
+    @admin.display(description="Error")
+    def details(self, obj: Attempt) -> SafeString:
+        if not obj.error:
+            return format_html("{}", "—")
+        lines = obj.error.strip().splitlines()
+        return format_html(
+            '<details class="pgsched-error-details"><summary>{}</summary><pre>{}</pre></details>',
+            lines[-1][:200],
+            obj.error,
+        )
+
+
+@admin.register(JobRun)
+class JobRunAdmin(JobRunAdminBase):
+    paginator = BoundedCountPaginator
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    list_select_related = False  # no column reads a related object (see schedule_column)
+    change_form_template = "admin/pgsched/change_form.html"
+    list_display = (
+        "id",
+        "state",
+        "schedule_column",
+        "job",
+        "queue",
+        "scheduled",
+        "tries",
+        "late_by",
+        "worker",
+        "lease",
+    )
+    list_display_links = ("id",)
+    list_filter = ("status", RunScheduleFilter, RunQueueFilter)
+    sortable_by = ("id", "scheduled")
+    search_fields = ("idempotency_key",)  # see get_search_results: exact matches only
+    search_help_text = "A run id or an idempotency key (exact)."
+    actions = ("retry_selected", "cancel_selected")
+    inlines = (AttemptInline,)
+    fieldsets = (
+        (None, {"fields": ("state", "schedule_column", "job", "arguments", "queue", "note")}),
+        (
+            "Timing (UTC)",
+            {"fields": ("scheduled", "due", "started", "finished", "late_by", "took")},
+        ),
+        (
+            "Attempts and lease",
+            {"fields": ("tries", "timeout", "lease", "worker", "claimed_by", "idempotency_key")},
+        ),
+    )
+    readonly_fields = (
+        "state",
+        "schedule_column",
+        "arguments",
+        "scheduled",
+        "due",
+        "started",
+        "finished",
+        "late_by",
+        "took",
+        "tries",
+        "lease",
+    )
+
+    class Media:
+        css = {"all": ("pgsched/admin.css",)}
+
+    # -- permissions: runs are history; the engine writes them --------------------------
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("pgsched.retry_jobrun")
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("pgsched.cancel_jobrun")
+
+    # -- columns -----------------------------------------------------------------------
+
+    @admin.display(description="Status")
+    def state(self, obj: JobRun) -> SafeString:
+        return badge(obj.status, title=obj.note)
+
+    @admin.display(description="Schedule")
+    def schedule_column(self, obj: JobRun) -> SafeString:
+        if obj.schedule_id is not None:
+            return format_html(
+                '<a href="{}">{}</a>',
+                reverse("admin:pgsched_schedule_change", args=[obj.schedule_id]),
+                obj.schedule_name or obj.schedule_id,
+            )
+        if obj.schedule_name:
+            return format_html(
+                '{} <span class="pgsched-tag" title="{}">one-off</span>',
+                obj.schedule_name,
+                obj.note or "not an occurrence of the schedule",
+            )
+        return format_html('<span class="pgsched-tag">{}</span>', "one-off")
+
+    @admin.display(description="Scheduled for (UTC)", ordering="scheduled_for")
+    def scheduled(self, obj: JobRun) -> SafeString:
+        return utc(obj.scheduled_for, getattr(obj, "pgsched_now", None))
+
+    @admin.display(description="Due (UTC)")
+    def due(self, obj: JobRun) -> SafeString:
+        return utc(obj.fire_after, getattr(obj, "pgsched_now", None))
+
+    @admin.display(description="Started (UTC)")
+    def started(self, obj: JobRun) -> SafeString:
+        return utc(obj.started_at)
+
+    @admin.display(description="Finished (UTC)")
+    def finished(self, obj: JobRun) -> SafeString:
+        return utc(obj.finished_at)
+
+    @admin.display(description="Attempts")
+    def tries(self, obj: JobRun) -> str:
+        return f"{obj.attempts}/{obj.max_attempts}"
+
+    @admin.display(description="Late by")
+    def late_by(self, obj: JobRun) -> SafeString:
+        """How long the latest attempt waited after it was due (start − due)."""
+        now: datetime | None = getattr(obj, "pgsched_now", None)
+        if obj.status in CLAIMABLE_STATUSES and now is not None:
+            if obj.fire_after > now:
+                return format_html('<span class="pgsched-muted">{}</span>', "not due yet")
+            return format_html("waiting {}", describe.duration(now - obj.fire_after))
+        if obj.started_at is None or obj.started_at < obj.fire_after:
+            return format_html("{}", "—")
+        return format_html("{}", describe.duration(obj.started_at - obj.fire_after))
+
+    @admin.display(description="Took")
+    def took(self, obj: JobRun) -> str:
+        if obj.started_at is None or obj.finished_at is None or obj.finished_at < obj.started_at:
+            return "—"
+        return describe.duration(obj.finished_at - obj.started_at)
+
+    @admin.display(description="Lease")
+    def lease(self, obj: JobRun) -> str:
+        now: datetime | None = getattr(obj, "pgsched_now", None)
+        if now is None:
+            return "—"
+        return describe.lease(obj.status, obj.worker, obj.claim_expires_at, now)
+
+    @admin.display(description="Kwargs")
+    def arguments(self, obj: JobRun) -> SafeString:
+        return format_html("<pre>{}</pre>", json.dumps(obj.kwargs, indent=2, sort_keys=True))
+
+    # -- pages -------------------------------------------------------------------------
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return RunChangeList
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[JobRun], search_term: str
+    ) -> tuple[QuerySet[JobRun], bool]:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        if term.isdigit() and len(term) < 19:
+            return queryset.filter(pk=int(term)), False
+        return queryset.filter(idempotency_key=term), False
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> JobRun | None:
+        obj = super().get_object(request, object_id, from_field)
+        if obj is not None:
+            obj.pgsched_now = db_now()  # type: ignore[attr-defined]
+        return obj
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        obj = super().get_object(request, object_id)
+        context = dict(extra_context or {})
+        if obj is not None:
+            context["pgsched_tools"] = self.tools(request, obj)
+        return super().change_view(request, object_id, form_url, context)
+
+    def tools(self, request: HttpRequest, obj: JobRun) -> list[dict[str, Any]]:
+        """Cancel carries the lease token seen now: it cancels this attempt, not a later one."""
+        tools = []
+        if obj.status in UNFINISHED and self.has_cancel_permission(request):
+            tools.append(
+                {
+                    "label": "Cancel",
+                    "url": reverse("admin:pgsched_jobrun_cancel", args=[obj.pk]),
+                    "fields": {"token": str(obj.claimed_by or "")},
+                }
+            )
+        if obj.status in api.RETRYABLE and self.has_retry_permission(request):
+            tools.append(
+                {"label": "Retry", "url": reverse("admin:pgsched_jobrun_retry", args=[obj.pk])}
+            )
+        return tools
+
+    def get_urls(self) -> list[URLPattern]:
+        site = self.admin_site
+        return [
+            path(
+                "<path:object_id>/cancel/",
+                post_only(site, self.cancel_view),
+                name="pgsched_jobrun_cancel",
+            ),
+            path(
+                "<path:object_id>/retry/",
+                post_only(site, self.retry_view),
+                name="pgsched_jobrun_retry",
+            ),
+            *super().get_urls(),
+        ]
+
+    def _target(self, request: HttpRequest, object_id: str, allowed: bool) -> JobRun:
+        if not allowed:
+            raise PermissionDenied
+        obj = super().get_object(request, object_id)
+        if obj is None:
+            raise Http404(f"no run with id {object_id!r}")
+        return obj
+
+    def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        obj = self._target(request, object_id, self.has_cancel_permission(request))
+        try:
+            token = uuid.UUID(request.POST["token"]) if request.POST.get("token") else None
+        except ValueError:
+            raise BadRequest(f"token: not a lease token: {request.POST['token']!r}") from None
+        self._cancel(request, [(obj.pk, token)])
+        return HttpResponseRedirect(reverse("admin:pgsched_jobrun_change", args=[obj.pk]))
+
+    def retry_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        obj = self._target(request, object_id, self.has_retry_permission(request))
+        new = self._retry(request, [obj])
+        target = new[0].pk if new else obj.pk
+        return HttpResponseRedirect(reverse("admin:pgsched_jobrun_change", args=[target]))
+
+    # -- actions -----------------------------------------------------------------------
+
+    @admin.action(description="Cancel selected runs", permissions=["cancel"])
+    def cancel_selected(self, request: HttpRequest, queryset: QuerySet[JobRun]) -> None:
+        seen = list(
+            queryset.filter(status__in=UNFINISHED).values_list("pk", "claimed_by")[:ACTION_LIMIT]
+        )
+        if not seen:
+            self.message_user(request, "None of the selected runs is unfinished.", messages.WARNING)
+            return
+        self._cancel(request, seen)
+
+    @admin.action(description="Retry selected runs (as new runs)", permissions=["retry"])
+    def retry_selected(self, request: HttpRequest, queryset: QuerySet[JobRun]) -> None:
+        runs = list(queryset.filter(status__in=api.RETRYABLE)[:ACTION_LIMIT])
+        if not runs:
+            self.message_user(
+                request, "None of the selected runs failed or was cancelled.", messages.WARNING
+            )
+            return
+        self._retry(request, runs)
+
+    def _cancel(self, request: HttpRequest, seen: Sequence[tuple[int, uuid.UUID | None]]) -> None:
+        result = api.cancel_runs(seen, note=f"cancelled {by_whom(request)}")
+        if result.cancelled:
+            interrupted = ""
+            if result.interrupted:
+                interrupted = (
+                    f" {len(result.interrupted)} of them were running: their replicas abandon "
+                    "them at the next lease renewal."
+                )
+            self.message_user(
+                request, f"Cancelled {_runs(result.cancelled)}.{interrupted}", messages.SUCCESS
+            )
+        if result.unchanged:
+            self.message_user(
+                request,
+                f"Left {_runs(result.unchanged)} alone: finished, or claimed again, since the page "
+                "was read.",
+                messages.WARNING,
+            )
+
+    def _retry(self, request: HttpRequest, runs: Iterable[JobRun]) -> list[JobRun]:
+        made = []
+        for run in runs:
+            try:
+                new, created = api.retry_run(run, note=by_whom(request))
+            except ValidationError as exc:
+                self.message_user(
+                    request, f"Run {run.pk}: {'; '.join(exc.messages)}", messages.ERROR
+                )
+                continue
+            url = reverse("admin:pgsched_jobrun_change", args=[new.pk])
+            if created:
+                made.append(new)
+                text = 'Run {} is retried as run <a href="{}">{}</a>.'
+                self.message_user(request, format_html(text, run.pk, url, new.pk), messages.SUCCESS)
+            else:
+                text = 'Run {} was already retried as run <a href="{}">{}</a>; retry that one.'
+                self.message_user(request, format_html(text, run.pk, url, new.pk), messages.WARNING)
+        return made
+
+
+def _runs(ids: Sequence[int]) -> str:
+    shown = ", ".join(str(i) for i in ids[:10]) + (", …" if len(ids) > 10 else "")
+    return f"{len(ids)} run{'s' if len(ids) != 1 else ''} ({shown})"

@@ -1,0 +1,485 @@
+"""Schedules: readable cron, a strip of recent runs, pause, resume and run now.
+
+A page of schedules costs a fixed number of queries: the strip of recent runs
+for the whole page is one ``LATERAL`` query (:func:`attach_recent_runs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import connections
+from django.db.models import QuerySet
+from django.db.models.functions import Now
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
+from django.utils.safestring import SafeString
+
+from .. import api, describe, timetable
+from ..conf import get_settings
+from ..forms import EDITABLE_FIELDS, ScheduleForm
+from ..models import Schedule, ScheduleStatus, db_now
+from ..registry import all_jobs
+from .common import (
+    ACTION_LIMIT,
+    TIME,
+    BoundedCountPaginator,
+    ScheduleAdminBase,
+    badge,
+    by_whom,
+    post_only,
+    utc,
+)
+
+RECENT_RUNS = 10  # cells in a schedule's strip
+
+# The last runs of each schedule on the page (its occurrences, and its run-now
+# and retry runs: all carry schedule_name), newest first: one backward scan of
+# pgsched_run_by_schedule_idx per schedule that stops after %(limit)s rows.
+RECENT_RUNS_SQL = """
+SELECT s.id, statement_timestamp(), r.id, r.status, r.scheduled_for
+  FROM unnest(%(ids)s::bigint[], %(names)s::text[]) AS s(id, name)
+  LEFT JOIN LATERAL (
+        SELECT id, status, scheduled_for
+          FROM pgsched_job_run
+         WHERE schedule_name = s.name
+           AND scheduled_for <= statement_timestamp()
+         ORDER BY scheduled_for DESC, id DESC
+         LIMIT %(limit)s
+       ) r ON true
+ ORDER BY s.id, r.scheduled_for DESC, r.id DESC
+"""
+
+
+@dataclass(frozen=True)
+class RecentRun:
+    id: int
+    status: str
+    scheduled_for: datetime
+
+
+def attach_recent_runs(schedules: Iterable[Schedule]) -> None:
+    """Set ``pgsched_recent`` (newest first) and ``pgsched_now`` on each schedule, in one query."""
+    by_id = {s.pk: s for s in schedules}
+    if not by_id:
+        return
+    for s in by_id.values():
+        s.pgsched_recent = []  # type: ignore[attr-defined]
+    params: dict[str, Any] = {
+        "ids": list(by_id),
+        "names": [s.name for s in by_id.values()],
+        "limit": RECENT_RUNS,
+    }
+    with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
+        cursor.execute(RECENT_RUNS_SQL, params)
+        for sid, now, run_id, status, scheduled_for in cursor.fetchall():
+            by_id[sid].pgsched_now = now  # type: ignore[attr-defined]
+            if run_id is not None:
+                by_id[sid].pgsched_recent.append(RecentRun(run_id, status, scheduled_for))  # type: ignore[attr-defined]
+
+
+class ScheduleChangeList(ChangeList):
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        attach_recent_runs(self.result_list)
+
+
+class JobFilter(admin.SimpleListFilter):
+    """The registered jobs: from the registry, no query."""
+
+    title = "job"
+    parameter_name = "job"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(name, name) for name in sorted(all_jobs())]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset.filter(job=self.value()) if self.value() else queryset
+
+
+class SourceFilter(admin.SimpleListFilter):
+    title = "declared in"
+    parameter_name = "source"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("database", "the admin or code"), ("settings", "settings")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset.filter(source=self.value()) if self.value() else queryset
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(ScheduleAdminBase):
+    form = ScheduleForm
+    paginator = BoundedCountPaginator
+    change_form_template = "admin/pgsched/change_form.html"
+    list_display = (
+        "name",
+        "job",
+        "when",
+        "state",
+        "next_fire",
+        "last_fire",
+        "skipped",
+        "runs",
+    )
+    list_filter = ("status", JobFilter, "misfire_policy", SourceFilter)
+    search_fields = ("name", "job", "cron")
+    search_help_text = "Name, job or cron expression contains…"
+    sortable_by = ("name", "job", "state", "next_fire", "last_fire", "skipped")
+    actions = ("pause_selected", "resume_selected", "run_selected_now")
+    readonly_fields = (
+        "preview",
+        "state",
+        "next_fire",
+        "last_fire",
+        "skipped",
+        "last_run",
+        "recent_runs",
+        "declared_in",
+        "created_at",
+        "updated_at",
+    )
+    fieldsets = (
+        (None, {"fields": ("name", "job", "kwargs")}),
+        ("When (UTC)", {"fields": ("cron", "interval", "anchor", "preview")}),
+        (
+            "Missed occurrences",
+            {
+                "fields": ("misfire_policy", "catch_up_limit", "misfire_grace"),
+                "description": (
+                    "An occurrence later than the grace (replicas down, a long stall) is missed; "
+                    "the policy decides which missed ones still run. The rest are counted "
+                    "as skipped."
+                ),
+            },
+        ),
+        ("Execution", {"fields": ("max_attempts", "timeout", "queue")}),
+        (
+            "State",
+            {
+                "fields": (
+                    "state",
+                    "next_fire",
+                    "last_fire",
+                    "skipped",
+                    "last_run",
+                    "recent_runs",
+                    "declared_in",
+                    "created_at",
+                    "updated_at",
+                )
+            },
+        ),
+    )
+
+    class Media:
+        css = {"all": ("pgsched/admin.css",)}
+
+    def has_pause_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("pgsched.pause_schedule")
+
+    def has_run_now_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("pgsched.run_schedule_now")
+
+    # -- columns ---------------------------------------------------------------------
+
+    @admin.display(description="When (UTC)")
+    def when(self, obj: Schedule) -> SafeString:
+        if obj.cron:
+            try:
+                words = describe.cron(obj.cron)
+            except timetable.TimetableError as exc:
+                return format_html(
+                    '<code>{}</code><br><span class="pgsched-error">{}</span>', obj.cron, exc
+                )
+            return format_html('{}<br><code class="pgsched-muted">{}</code>', words, obj.cron)
+        if obj.interval is None:
+            return format_html("{}", "—")
+        return format_html(
+            '{}<br><span class="pgsched-muted">from {}</span>',
+            describe.interval(obj.interval),
+            utc(obj.anchor),
+        )
+
+    @admin.display(description="Status", ordering="status")
+    def state(self, obj: Schedule) -> SafeString:
+        html = badge(obj.status, title=obj.last_error)
+        if obj.source == "settings":
+            html = format_html(
+                '{} <span class="pgsched-tag" title="{}">settings</span>',
+                html,
+                "Declared in PGSCHED['SCHEDULES']: edits are overwritten at the next sync",
+            )
+        if obj.status == ScheduleStatus.BROKEN and obj.last_error:
+            html = format_html('{}<br><span class="pgsched-error">{}</span>', html, obj.last_error)
+        return html
+
+    @admin.display(description="Next fire (UTC)", ordering="next_fire_at")
+    def next_fire(self, obj: Schedule) -> SafeString:
+        if obj.status != ScheduleStatus.ACTIVE:
+            return format_html("{}", "—")
+        if obj.next_fire_at is None:
+            return format_html('<span class="pgsched-muted">{}</span>', "being computed")
+        return utc(obj.next_fire_at, getattr(obj, "pgsched_now", None))
+
+    @admin.display(description="Last fire (UTC)", ordering="last_fire_at")
+    def last_fire(self, obj: Schedule) -> SafeString:
+        return utc(obj.last_fire_at, getattr(obj, "pgsched_now", None))
+
+    @admin.display(description="Skipped", ordering="skipped_occurrences")
+    def skipped(self, obj: Schedule) -> SafeString:
+        return format_html(
+            '<span title="{}">{}</span>',
+            "Occurrences the misfire policy discarded",
+            f"{obj.skipped_occurrences:,}",
+        )
+
+    @admin.display(description="Last run")
+    def last_run(self, obj: Schedule) -> SafeString:
+        recent: list[RecentRun] = getattr(obj, "pgsched_recent", [])
+        if not recent:
+            return format_html('<span class="pgsched-muted">{}</span>', "no run yet")
+        run = recent[0]
+        return format_html(
+            '<a href="{}">{}</a> <span class="pgsched-muted">{}</span>',
+            reverse("admin:pgsched_jobrun_change", args=[run.id]),
+            badge(run.status),
+            describe.relative(run.scheduled_for, obj.pgsched_now),  # type: ignore[attr-defined]
+        )
+
+    @admin.display(description=f"Last {RECENT_RUNS} runs")
+    def recent_runs(self, obj: Schedule) -> SafeString:
+        if obj._state.adding:
+            return format_html("{}", "—")
+        recent: list[RecentRun] = getattr(obj, "pgsched_recent", [])
+        cells = format_html_join(
+            "",
+            '<a class="pgsched-cell pgsched-{}" href="{}" title="{} UTC · {}"></a>',
+            (
+                (
+                    r.status,
+                    reverse("admin:pgsched_jobrun_change", args=[r.id]),
+                    r.scheduled_for.astimezone(UTC).strftime(TIME),
+                    r.status.replace("_", " "),
+                )
+                for r in reversed(recent)
+            ),
+        )
+        return format_html(
+            '<span class="pgsched-strip">{}</span> <a class="pgsched-muted" href="{}?{}">all</a>',
+            cells,
+            reverse("admin:pgsched_jobrun_changelist"),
+            urlencode({"schedule": obj.name}),
+        )
+
+    @admin.display(description="Runs (oldest → newest)")
+    def runs(self, obj: Schedule) -> SafeString:
+        return format_html(
+            '{}<div class="pgsched-last-run">{}</div>', self.recent_runs(obj), self.last_run(obj)
+        )
+
+    @admin.display(description="Next fire times (UTC)")
+    def preview(self, obj: Schedule) -> SafeString:
+        if obj._state.adding:
+            return format_html("{}", "Shown once the schedule is saved.")
+        now = getattr(obj, "pgsched_now", None) or db_now()
+        try:
+            lattice = obj.get_timetable()
+            times = [lattice.next_after(now)]
+            while len(times) < 5:
+                times.append(lattice.next_after(times[-1]))
+            words = describe.cron(obj.cron) if obj.cron else describe.interval(obj.interval)  # type: ignore[arg-type]
+        except timetable.TimetableError as exc:
+            return format_html('<span class="pgsched-error">{}</span>', exc)
+        items = format_html_join(
+            "",
+            '<li>{} <span class="pgsched-muted">{}</span></li>',
+            ((t.strftime(TIME), describe.relative(t, now)) for t in times),
+        )
+        paused = "" if obj.status == ScheduleStatus.ACTIVE else " (once resumed)"
+        return format_html(
+            '<strong>{}</strong>{}<ol class="pgsched-preview">{}</ol>', words, paused, items
+        )
+
+    @admin.display(description="Declared in")
+    def declared_in(self, obj: Schedule) -> str:
+        if obj.source == "settings":
+            return (
+                "settings (PGSCHED['SCHEDULES']): edits here are overwritten at the next sync "
+                "(runscheduler start or manage.py pgsched_sync); pause and resume are kept"
+            )
+        return "the admin or code"
+
+    # -- pages -----------------------------------------------------------------------
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return ScheduleChangeList
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Schedule | None:
+        obj = super().get_object(request, object_id, from_field)
+        if obj is not None:
+            attach_recent_runs([obj])
+        return obj
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        obj = super().get_object(request, object_id)
+        context = dict(extra_context or {})
+        if obj is not None:
+            context["pgsched_tools"] = self.tools(request, obj)
+            if obj.source == "settings" and request.method == "GET":
+                messages.warning(
+                    request,
+                    f"{obj.name} is declared in PGSCHED['SCHEDULES']: edits made here are "
+                    "overwritten at the next sync (runscheduler start or pgsched_sync). "
+                    "Pausing and resuming are kept.",
+                )
+        return super().change_view(request, object_id, form_url, context)
+
+    def tools(self, request: HttpRequest, obj: Schedule) -> list[dict[str, Any]]:
+        """The buttons above the change form, each behind its permission."""
+        tools = []
+        if self.has_pause_permission(request):
+            name = "pause" if obj.status == ScheduleStatus.ACTIVE else "resume"
+            tools.append({"label": name.capitalize(), "view": name})
+        if self.has_run_now_permission(request):
+            tools.append({"label": "Run now", "view": "run_now"})
+        for tool in tools:
+            tool["url"] = reverse(f"admin:pgsched_schedule_{tool['view']}", args=[obj.pk])
+        return tools
+
+    def get_urls(self) -> list[URLPattern]:
+        site = self.admin_site
+        return [
+            path(
+                "<path:object_id>/pause/",
+                post_only(site, self.pause_view),
+                name="pgsched_schedule_pause",
+            ),
+            path(
+                "<path:object_id>/resume/",
+                post_only(site, self.resume_view),
+                name="pgsched_schedule_resume",
+            ),
+            path(
+                "<path:object_id>/run-now/",
+                post_only(site, self.run_now_view),
+                name="pgsched_schedule_run_now",
+            ),
+            *super().get_urls(),
+        ]
+
+    def _target(self, request: HttpRequest, object_id: str, allowed: bool) -> Schedule:
+        if not allowed:
+            raise PermissionDenied
+        obj = super().get_object(request, object_id)
+        if obj is None:
+            raise Http404(f"no schedule with id {object_id!r}")
+        return obj
+
+    def _back(self, obj: Schedule) -> HttpResponse:
+        return HttpResponseRedirect(reverse("admin:pgsched_schedule_change", args=[obj.pk]))
+
+    def pause_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        obj = self._target(request, object_id, self.has_pause_permission(request))
+        api.pause(obj)
+        self.log(request, [obj], "Paused")
+        self.message_user(
+            request, f"Paused {obj.name}; its unstarted runs were cancelled.", messages.SUCCESS
+        )
+        return self._back(obj)
+
+    def resume_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        obj = self._target(request, object_id, self.has_pause_permission(request))
+        api.resume(obj)
+        self.log(request, [obj], "Resumed")
+        self.message_user(
+            request,
+            f"Resumed {obj.name}; it fires next after now (missed ones are not caught up).",
+            messages.SUCCESS,
+        )
+        return self._back(obj)
+
+    def run_now_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        obj = self._target(request, object_id, self.has_run_now_permission(request))
+        self._run_now(request, [obj])
+        return self._back(obj)
+
+    # -- saving ----------------------------------------------------------------------
+
+    def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
+        """Write only what the form changed: the planner owns the rest of the row."""
+        if not change:
+            obj.save()
+            return
+        changed = [f for f in form.changed_data if f in EDITABLE_FIELDS]
+        if changed:
+            obj.save(update_fields=[*changed, "updated_at"])
+
+    # -- actions ---------------------------------------------------------------------
+
+    @admin.action(description="Pause selected schedules", permissions=["pause"])
+    def pause_selected(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        targets = queryset.filter(status=ScheduleStatus.ACTIVE)
+        self.log(request, targets, "Paused")
+        n = targets.update(status=ScheduleStatus.PAUSED, updated_at=Now())
+        self.message_user(
+            request,
+            f"Paused {n} schedule(s); their unstarted runs were cancelled.",
+            messages.SUCCESS,
+        )
+
+    @admin.action(description="Resume selected schedules", permissions=["pause"])
+    def resume_selected(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        targets = queryset.exclude(status=ScheduleStatus.ACTIVE)
+        self.log(request, targets, "Resumed")
+        n = targets.update(status=ScheduleStatus.ACTIVE, last_error="", updated_at=Now())
+        self.message_user(
+            request, f"Resumed {n} schedule(s); each fires next after now.", messages.SUCCESS
+        )
+
+    def log(self, request: HttpRequest, schedules: Iterable[Schedule], message: str) -> None:
+        """The admin's history ("who paused this?"), one entry per schedule."""
+        for schedule in schedules:
+            self.log_change(request, schedule, message)
+
+    @admin.action(description="Run selected schedules now", permissions=["run_now"])
+    def run_selected_now(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        self._run_now(request, list(queryset[:ACTION_LIMIT]))
+
+    def _run_now(self, request: HttpRequest, schedules: Iterable[Schedule]) -> None:
+        for schedule in schedules:
+            try:
+                run = api.run_schedule_now(schedule, note=f"run now {by_whom(request)}")
+            except ValidationError as exc:
+                self.message_user(
+                    request, f"{schedule.name}: {'; '.join(exc.messages)}", messages.ERROR
+                )
+                continue
+            self.log(request, [schedule], f"Ran now as run {run.pk}")
+            self.message_user(
+                request,
+                format_html(
+                    'Run <a href="{}">{}</a> of {} is due now.',
+                    reverse("admin:pgsched_jobrun_change", args=[run.pk]),
+                    run.pk,
+                    schedule.name,
+                ),
+                messages.SUCCESS,
+            )
