@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from tests.processes import tied_to_this_process
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # short intervals so faults heal within a test's time
@@ -43,6 +45,7 @@ class Replica:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=tied_to_this_process(),
         )
 
     @property

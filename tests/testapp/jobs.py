@@ -73,3 +73,44 @@ def context_job(context: RunContext, **kwargs: Any) -> None:
 @job(name="tests.pid", takes_context=True)
 def pid(context: RunContext, **kwargs: Any) -> None:
     _witness(context, f"pid:{os.getpid()}", datetime.now(UTC))
+
+
+# -- jobs of the fault-injection suite (tests/faults) ------------------------------------
+
+
+def _ledger(context: RunContext, phase: str) -> None:
+    from .models import Ledger
+
+    Ledger.objects.create(
+        run_id=context.job_run_id,
+        attempt=context.attempt,
+        idempotency_key=context.idempotency_key,
+        worker=context.worker,
+        phase=phase,
+        pid=os.getpid(),
+    )
+
+
+@job(name="faults.work", takes_context=True)
+def fault_work(
+    context: RunContext, seconds: float = 0.0, cooperative: bool = True, **kwargs: Any
+) -> None:
+    """Ledger a start, work ``seconds`` (stop early if cancelled and cooperative), ledger an end."""
+    _ledger(context, "start")
+    try:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if cooperative and context.is_cancelled():
+                raise RuntimeError(f"stopped early: {context.cancel_reason}")
+            time.sleep(0.02)
+    finally:
+        _ledger(context, "end")
+
+
+@job(name="faults.crash", takes_context=True, max_attempts=8)
+def fault_crash(context: RunContext, **kwargs: Any) -> None:
+    """Ledger a start, then SIGKILL the replica that runs it (a crash-looping run)."""
+    import signal
+
+    _ledger(context, "start")
+    os.kill(os.getpid(), signal.SIGKILL)

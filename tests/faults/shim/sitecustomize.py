@@ -1,0 +1,48 @@
+"""Test-only process shims for fault-suite replicas (on their PYTHONPATH; inert by default).
+
+- ``PGSCHED_FAULT_SKEW=<seconds>``: shift this process's wall clock (``time.time()``,
+  ``datetime.now()``) with time-machine, ticking; ``time.monotonic()`` is left
+  alone, like a host whose NTP is off by that much.
+- ``PGSCHED_FAULT_NOFENCE=1``: a negative control. Strip the lease-token
+  predicates (``AND r.claimed_by = ...``) from the executor's renew, complete,
+  release and minimal-fail SQL, so a replica that lost its lease can still write.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def _skew(seconds: float) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    import time_machine
+
+    traveller = time_machine.travel(datetime.now(UTC) + timedelta(seconds=seconds), tick=True)
+    traveller.start()
+
+
+def _no_fencing() -> None:
+    import functools
+
+    from django_pgsched import queries
+
+    original = queries._load.__wrapped__
+
+    @functools.cache
+    def unfenced() -> dict[str, str]:
+        loaded = dict(original())
+        for name, text in loaded.items():
+            if name.startswith("executor_"):
+                loaded[name] = "\n".join(
+                    line for line in text.splitlines() if "AND r.claimed_by = " not in line
+                )
+        return loaded
+
+    queries._load = unfenced  # type: ignore[assignment]
+
+
+if os.environ.get("PGSCHED_FAULT_SKEW"):
+    _skew(float(os.environ["PGSCHED_FAULT_SKEW"]))
+if os.environ.get("PGSCHED_FAULT_NOFENCE") == "1":
+    _no_fencing()
