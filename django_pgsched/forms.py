@@ -12,23 +12,10 @@ from typing import Any
 
 from django import forms
 
-from .models import Schedule
+from .models import DEFINITION_FIELDS, Schedule
 from .registry import all_jobs
 
-EDITABLE_FIELDS = (
-    "name",
-    "job",
-    "kwargs",
-    "cron",
-    "interval",
-    "anchor",
-    "misfire_policy",
-    "catch_up_limit",
-    "misfire_grace",
-    "max_attempts",
-    "timeout",
-    "queue",
-)
+EDITABLE_FIELDS = ("name", *DEFINITION_FIELDS)
 
 
 def job_choices(current: str | None = None) -> list[tuple[str, str]]:

@@ -24,6 +24,20 @@ from .registry import require_job, validate_max_attempts, validate_queue, valida
 
 # the columns that define a schedule's lattice of occurrences
 LATTICE_FIELDS = ("cron", "interval", "anchor")
+# what a user defines (in the admin, or in PGSCHED["SCHEDULES"] besides the name)
+DEFINITION_FIELDS = (
+    "job",
+    "kwargs",
+    "cron",
+    "interval",
+    "anchor",
+    "misfire_policy",
+    "catch_up_limit",
+    "misfire_grace",
+    "max_attempts",
+    "timeout",
+    "queue",
+)
 
 
 class ScheduleStatus(models.TextChoices):

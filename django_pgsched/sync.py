@@ -19,22 +19,9 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from .conf import get_settings
-from .models import Schedule
+from .models import DEFINITION_FIELDS, Schedule
 
-SYNCED_FIELDS = (
-    "job",
-    "kwargs",
-    "cron",
-    "interval",
-    "anchor",
-    "misfire_policy",
-    "catch_up_limit",
-    "misfire_grace",
-    "max_attempts",
-    "timeout",
-    "queue",
-)
-OPTIONAL_KEYS = frozenset(SYNCED_FIELDS) - {"job"}
+SYNCED_FIELDS = DEFINITION_FIELDS
 SOURCE = "settings"
 
 

@@ -9,9 +9,10 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
@@ -84,3 +85,13 @@ class BoundedCountPaginator(PaginatorBase):
 
 def post_only(admin_site: admin.AdminSite, view: Callable[..., HttpResponse]) -> Any:
     return admin_site.admin_view(require_POST(view))
+
+
+def target(model_admin: Any, request: HttpRequest, object_id: str, allowed: bool) -> Any:
+    """The object a button acts on: 403 without the permission, 404 if it is gone."""
+    if not allowed:
+        raise PermissionDenied
+    obj = model_admin.get_object(request, object_id)
+    if obj is None:
+        raise Http404(f"no {model_admin.model._meta.verbose_name} with id {object_id!r}")
+    return obj

@@ -18,9 +18,9 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
-from django.core.exceptions import BadRequest, PermissionDenied, ValidationError
+from django.core.exceptions import BadRequest, ValidationError
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -37,6 +37,7 @@ from .common import (
     badge,
     by_whom,
     post_only,
+    target,
     utc,
 )
 
@@ -353,11 +354,7 @@ class JobRunAdmin(JobRunAdminBase):
         ]
 
     def _target(self, request: HttpRequest, object_id: str, allowed: bool) -> JobRun:
-        if not allowed:
-            raise PermissionDenied
-        obj = super().get_object(request, object_id)
-        if obj is None:
-            raise Http404(f"no run with id {object_id!r}")
+        obj: JobRun = target(self, request, object_id, allowed)
         return obj
 
     def cancel_view(self, request: HttpRequest, object_id: str) -> HttpResponse:

@@ -13,11 +13,11 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import connections
 from django.db.models import QuerySet
 from django.db.models.functions import Now
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
@@ -36,6 +36,7 @@ from .common import (
     badge,
     by_whom,
     post_only,
+    target,
     utc,
 )
 
@@ -386,11 +387,7 @@ class ScheduleAdmin(ScheduleAdminBase):
         ]
 
     def _target(self, request: HttpRequest, object_id: str, allowed: bool) -> Schedule:
-        if not allowed:
-            raise PermissionDenied
-        obj = super().get_object(request, object_id)
-        if obj is None:
-            raise Http404(f"no schedule with id {object_id!r}")
+        obj: Schedule = target(self, request, object_id, allowed)
         return obj
 
     def _back(self, obj: Schedule) -> HttpResponse:
