@@ -34,6 +34,23 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+_worker_id: str | None = None
+
+
+def set_worker_id(worker_id: str) -> None:
+    """Name this process's scheduler sessions (``application_name``) after its replica.
+
+    The admin's replica page and ``pg_stat_activity`` show live replicas by
+    this name; a name longer than PostgreSQL's 63 bytes is cut.
+    """
+    global _worker_id
+    _worker_id = worker_id
+
+
+def worker_id() -> str:
+    return _worker_id or default_worker_id()
+
+
 def _ms(seconds: float) -> str:
     return f"{max(0, round(seconds * 1000))}ms"
 
@@ -55,7 +72,7 @@ def configure(conn: BaseDatabaseWrapper, role: str, settings: Settings | None = 
                 _ms(settings.LOCK_TIMEOUT.total_seconds()),
                 _ms(settings.STATEMENT_TIMEOUT.total_seconds()),
                 _ms(settings.IDLE_IN_TRANSACTION_TIMEOUT.total_seconds()),
-                f"pgsched {role} {default_worker_id()}"[:63],
+                f"pgsched {role} {worker_id()}"[:63],
             ],
         )
     setattr(raw, _CONFIGURED_ATTR, role)

@@ -63,6 +63,7 @@ class Runner:
             raise ValueError(f"unknown loop(s): {', '.join(sorted(unknown))}")
         self.loops = tuple(loop for loop in LOOPS if loop in loops)
         self.worker_id = worker_id or db.default_worker_id()
+        db.set_worker_id(self.worker_id)
         self.stopping = threading.Event()
         self.state = RunnerState()
         self.planner_wake = threading.Event()

@@ -24,13 +24,14 @@ Three rules keep it honest and fast:
   id or idempotency key; facet counts are off.
 
 Modules: :mod:`~django_pgsched.admin.common` (what both pages share),
-:mod:`~django_pgsched.admin.schedules` and :mod:`~django_pgsched.admin.runs`
-(each registers its model admin when imported, as Django's autodiscovery
-imports this package). The templates are in ``templates/admin/pgsched/``.
+:mod:`~django_pgsched.admin.schedules`, :mod:`~django_pgsched.admin.runs` and
+:mod:`~django_pgsched.admin.replicas` (each registers its model admin when
+imported, as Django's autodiscovery imports this package). The templates are
+in ``templates/admin/pgsched/``.
 """
 
 from __future__ import annotations
 
-from . import common, runs, schedules
+from . import common, replicas, runs, schedules
 
-__all__ = ["common", "runs", "schedules"]
+__all__ = ["common", "replicas", "runs", "schedules"]

@@ -149,6 +149,8 @@ class JobRunAdmin(JobRunAdminBase):
     show_facets = admin.ShowFacets.NEVER
     list_select_related = False  # no column reads a related object (see schedule_column)
     change_form_template = "admin/pgsched/change_form.html"
+    # the replica page links here with ?status__exact=running&worker=<id>
+    extra_lookups = frozenset({"worker"})
     list_display = (
         "id",
         "state",
@@ -197,6 +199,11 @@ class JobRunAdmin(JobRunAdminBase):
         css = {"all": ("pgsched/admin.css",)}
 
     # -- permissions: runs are history; the engine writes them --------------------------
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
+        if lookup in self.extra_lookups:
+            return True
+        return super().lookup_allowed(lookup, value, request)  # type: ignore[arg-type]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -714,3 +714,36 @@ def listening(transactional_db: None) -> Callable[..., list[tuple[str, str]]]:
             return [(n.channel, n.payload) for n in conn.notifies(timeout=wait, stop_after=50)]
 
         yield received
+
+
+def test_the_replica_page_lists_connected_replicas_and_what_they_hold(
+    admin_client, transactional_db
+):
+    """Live replicas come from pg_stat_activity: nothing is written to keep the list."""
+    import psycopg
+
+    from tests.conftest import dsn
+
+    run = enqueue("tests.noop")
+    JobRun.objects.filter(pk=run.pk).update(
+        status="running",
+        attempts=1,
+        claimed_by=uuid.uuid4(),
+        worker="replica-7",
+        claim_expires_at=db_now() + timedelta(minutes=5),
+        started_at=db_now(),
+    )
+    with psycopg.connect(**dsn(), application_name="pgsched executor replica-7") as other:
+        other.execute("SELECT 1")
+        response = admin_client.get(reverse("admin:pgsched_replica_changelist"))
+        assert response.status_code == 200
+        body = response.content.decode()
+        assert "replica-7" in body and "executor" in body
+        assert "?status__exact=running&amp;worker=replica-7" in body
+        held = admin_client.get(
+            reverse("admin:pgsched_jobrun_changelist"),
+            {"status__exact": "running", "worker": "replica-7"},
+        )
+        assert held.status_code == 200 and f">{run.pk}<" in held.content.decode()
+    gone = admin_client.get(reverse("admin:pgsched_replica_changelist")).content.decode()
+    assert "replica-7" not in gone
