@@ -67,16 +67,12 @@ def configure(conn: BaseDatabaseWrapper, role: str, settings: Settings | None = 
             "SELECT set_config('lock_timeout', %s, false),"
             " set_config('statement_timeout', %s, false),"
             " set_config('idle_in_transaction_session_timeout', %s, false),"
-            " set_config('application_name', %s, false),"
-            # the named statements have one good plan whatever their parameters; planning
-            # them again for every execution would cost more than running them
-            " set_config('plan_cache_mode', %s, false)",
+            " set_config('application_name', %s, false)",
             [
                 _ms(settings.LOCK_TIMEOUT.total_seconds()),
                 _ms(settings.STATEMENT_TIMEOUT.total_seconds()),
                 _ms(settings.IDLE_IN_TRANSACTION_TIMEOUT.total_seconds()),
                 f"pgsched {role} {worker_id()}"[:63],
-                "force_generic_plan" if settings.PREPARED_STATEMENTS else "auto",
             ],
         )
     setattr(raw, _CONFIGURED_ATTR, role)
