@@ -1,0 +1,7 @@
+"""``python -m bench``: see :mod:`bench.run`."""
+
+from __future__ import annotations
+
+from bench.run import main
+
+raise SystemExit(main())
