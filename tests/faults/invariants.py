@@ -11,8 +11,9 @@ expectations.
 
 Write attribution (I5) comes from :data:`AUDIT_SQL`, a test-only trigger that
 records every insert, update and delete of ``pgsched_job_run`` with the
-writer's ``application_name`` (``pgsched <loop> <host>:<pid>``); the harness
-knows which pid ran which ``--worker-id``.
+writer's ``application_name`` (``pgsched <loop> <worker id>``, the
+``--worker-id`` the harness gave the replica, or ``<host>:<pid>`` by default;
+the harness knows which pid ran which worker).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from django_pgsched import timetable
 
 TERMINAL = ("succeeded", "failed", "cancelled")
 UNIQUE_INDEX = "pgsched_one_run_per_occurrence"
-_APP = re.compile(r"^pgsched (\w+) .*:(\d+)$")
+_APP = re.compile(r"^pgsched (\w+) (.+)$")
+_DEFAULT_ID = re.compile(r"^.*:(\d+)$")
 
 AUDIT_SQL = """
 CREATE TABLE IF NOT EXISTS faults_run_audit (
@@ -315,6 +317,15 @@ def check_attempts(conn: psycopg.Connection[Any]) -> list[Violation]:
     return out
 
 
+def _writer(ident: str, workers_by_pid: Mapping[int, str]) -> str | None:
+    """The worker behind ``application_name``'s last part: a ``--worker-id`` the
+    harness started, or the default ``<host>:<pid>`` of one of its processes."""
+    if ident in workers_by_pid.values():
+        return ident
+    default = _DEFAULT_ID.match(ident)
+    return workers_by_pid.get(int(default[1])) if default else None
+
+
 def check_fencing(
     conn: psycopg.Connection[Any], workers_by_pid: Mapping[int, str], *, external_writers: bool
 ) -> list[Violation]:
@@ -346,8 +357,8 @@ def check_fencing(
              FROM faults_run_audit WHERE op = 'update' ORDER BY id""",
     ):
         match = _APP.match(app)
-        role, pid = (match[1], int(match[2])) if match else ("external", 0)
-        writer = workers_by_pid.get(pid)
+        role, ident = (match[1], match[2]) if match else ("external", "")
+        writer = _writer(ident, workers_by_pid)
         where = f"audit {audit_id}, run {run_id} {old_status}->{new_status} by {app!r}"
         if new_status == "running" and old_status != "running":
             if role != "executor" or writer != new_worker:
