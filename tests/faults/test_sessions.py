@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.faults, pytest.mark.timeout(180)]
 def backend(scenario: Scenario, replica: Replica, role: str) -> int | None:
     pid: int | None = scenario.one(
         "SELECT pid FROM pg_stat_activity WHERE application_name = %s",
-        [f"pgsched {role} {scenario.hostname}:{replica.pid}"],
+        [f"pgsched {role} {replica.worker_id}"],
     )
     return pid
 
