@@ -494,11 +494,6 @@ class JobRun(models.Model):
                 condition=models.Q(status="running"),
                 name="pgsched_run_running_idx",
             ),
-            models.Index(
-                fields=("finished_at",),
-                condition=models.Q(finished_at__isnull=False),
-                name="pgsched_run_finished_idx",
-            ),
             # The admin's run list: its order (-scheduled_for, -id), alone and behind
             # each filter, so a page is an index scan that stops after the page. By
             # status: succeeded runs are dense in the first index, unfinished ones are
