@@ -3,8 +3,9 @@
 - :class:`Reaper`: ``running`` runs whose lease expired (their replica crashed,
   froze or lost the database) go back to ``retrying`` — or ``failed`` at their
   last attempt — with a ``lost`` attempt row.
-- :class:`Retention`: terminal runs (and their attempts) older than
-  ``PGSCHED['RETENTION']`` are deleted in bounded batches.
+- :class:`Retention`: terminal runs (and their attempts) scheduled and
+  finished more than ``PGSCHED['RETENTION']`` ago are deleted in bounded
+  batches, oldest scheduled first (a range of ``pgsched_run_recent_idx``).
 
 Neither is a scheduled job of the system itself, so neither can stall behind
 the work it is meant to recover.
@@ -98,7 +99,11 @@ class RetentionResult:
 
 
 class Retention:
-    """Deletes old terminal runs in bounded batches. ``run_once()`` does one round."""
+    """Deletes old terminal runs in bounded batches. ``run_once()`` does one round.
+
+    A run is deleted once both its ``scheduled_for`` and its ``finished_at`` are
+    before the cutoff; batches walk runs in ``(scheduled_for, id)`` order.
+    """
 
     def __init__(
         self,
@@ -135,6 +140,8 @@ class Retention:
                 if count < self.settings.RETENTION_BATCH:
                     break
         if deleted:
-            logger.info("retention deleted %d run(s) finished before %s", deleted, cutoff)
+            logger.info(
+                "retention deleted %d run(s) scheduled and finished before %s", deleted, cutoff
+            )
             events.runs_pruned.send(sender=type(self), deleted=deleted)
         return RetentionResult(deleted=deleted, batches=batches)

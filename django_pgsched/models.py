@@ -494,11 +494,6 @@ class JobRun(models.Model):
                 condition=models.Q(status="running"),
                 name="pgsched_run_running_idx",
             ),
-            models.Index(
-                fields=("finished_at",),
-                condition=models.Q(finished_at__isnull=False),
-                name="pgsched_run_finished_idx",
-            ),
             # The admin's run list: its order (-scheduled_for, -id), alone and behind
             # each filter, so a page is an index scan that stops after the page. By
             # status: succeeded runs are dense in the first index, unfinished ones are
@@ -510,10 +505,21 @@ class JobRun(models.Model):
                 condition=models.Q(status__in=("failed", "cancelled")),
                 name="pgsched_run_unsuccessful_idx",
             ),
-            models.Index(fields=("queue", "scheduled_for", "id"), name="pgsched_run_by_queue_idx"),
+            # By queue: only the queues other than "default" (the dense case, read in
+            # order from the first index with a filter); the admin's filter repeats the
+            # predicate so the planner can use it.
+            models.Index(
+                fields=("queue", "scheduled_for", "id"),
+                condition=~models.Q(queue="default"),
+                name="pgsched_run_by_queue_idx",
+            ),
+            # By schedule: its occurrences are in the unique (schedule_id,
+            # scheduled_for) index; this one holds the runs carrying only its name
+            # (run now, retries, and the history of a deleted schedule).
             models.Index(
                 fields=("schedule_name", "scheduled_for", "id"),
-                name="pgsched_run_by_schedule_idx",
+                condition=models.Q(schedule__isnull=True),
+                name="pgsched_run_one_off_idx",
             ),
         )
 

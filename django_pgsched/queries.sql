@@ -283,13 +283,19 @@ SELECT id, status, job, queue FROM reaped;
 
 -- name: retention_delete
 -- Delete one bounded batch of terminal runs older than the cutoff; their
--- attempts go with them (ON DELETE CASCADE).
+-- attempts go with them (ON DELETE CASCADE). The scan walks
+-- pgsched_run_recent_idx (scheduled_for, id) from the oldest run, so there is
+-- no index on finished_at to update at every completion: a run goes once both
+-- its scheduled time and its finish are before the cutoff. A run scheduled
+-- long ago but finished recently (or not finished) is skipped, and kept until
+-- a later pass finds it finished before the cutoff.
 WITH doomed AS MATERIALIZED (
     SELECT id
       FROM pgsched_job_run
-     WHERE finished_at < %(cutoff)s
+     WHERE scheduled_for < %(cutoff)s
+       AND finished_at < %(cutoff)s
        AND status IN ('succeeded', 'failed', 'cancelled')
-     ORDER BY finished_at
+     ORDER BY scheduled_for, id
      LIMIT %(batch)s
        FOR UPDATE SKIP LOCKED
 )

@@ -53,6 +53,32 @@ def make_schedule(db: None) -> Callable[..., Schedule]:
     return make
 
 
+@pytest.fixture
+def private_runs(db: None) -> None:
+    """A ``pgsched_job_run`` of this test's own, for plans that need ANALYZE.
+
+    A temporary table of the same name, columns and indexes (by the same names)
+    shadows the real one on this connection (``pg_temp`` is first on the search
+    path) and goes with the test's transaction. On the real table, ANALYZE
+    writes the row counts of the table and its indexes in place, which the
+    rollback does not undo: later tests would be planned for rows long gone.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexdef FROM pg_indexes"
+            " WHERE schemaname = current_schema() AND tablename = 'pgsched_job_run'"
+        )
+        indexes = [row[0] for row in cursor.fetchall()]
+        cursor.execute(
+            "CREATE TEMPORARY TABLE pgsched_job_run (LIKE public.pgsched_job_run"
+            " INCLUDING DEFAULTS INCLUDING IDENTITY INCLUDING CONSTRAINTS) ON COMMIT DROP"
+        )
+        for index in indexes:
+            own = index.replace(" ON public.pgsched_job_run ", " ON pg_temp.pgsched_job_run ")
+            assert own != index, index
+            cursor.execute(own)
+
+
 def at(text: str) -> datetime:
     """'2026-01-01 12:00:00' as an aware UTC datetime."""
     return datetime.fromisoformat(text).replace(tzinfo=UTC)

@@ -341,14 +341,6 @@ class Migration(migrations.Migration):
                 name="pgsched_run_running_idx",
             ),
         ),
-        migrations.AddIndex(
-            model_name="jobrun",
-            index=models.Index(
-                condition=models.Q(("finished_at__isnull", False)),
-                fields=["finished_at"],
-                name="pgsched_run_finished_idx",
-            ),
-        ),
         migrations.AddConstraint(
             model_name="jobrun",
             constraint=models.UniqueConstraint(

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.test import override_settings
 
 from django_pgsched import db as db_module
 from django_pgsched import enqueue, queries
@@ -290,11 +291,82 @@ def test_retention_deletes_old_terminal_runs_with_their_attempts(db):
     fresh = enqueue("tests.noop")
     pending = enqueue("tests.noop", run_at=now_db() + timedelta(days=1))
     Executor(concurrency=1, inline=True).run_once()
-    JobRun.objects.filter(pk=old.pk).update(finished_at=now_db() - timedelta(days=31))
+    month_ago = now_db().replace(microsecond=0) - timedelta(days=31)
+    JobRun.objects.filter(pk=old.pk).update(
+        scheduled_for=month_ago, fire_after=month_ago, finished_at=month_ago + seconds(1)
+    )
     result = Retention().run_once()
     assert result.deleted == 1
     assert set(JobRun.objects.values_list("pk", flat=True)) == {fresh.pk, pending.pk}
     assert not Attempt.objects.filter(job_run_id=old.pk).exists()
+
+
+def insert_runs(n: int, *, status: str, days_ago: float, finished_days_ago: float | None) -> None:
+    """``n`` runs scheduled ``days_ago`` (a second apart), finished ``finished_days_ago``."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO pgsched_job_run (scheduled_for, idempotency_key, job, queue, status,
+                                         fire_after, attempts, max_attempts, timeout, finished_at)
+            SELECT t, 'test:' || gen_random_uuid(), 'tests.noop', 'default', %(status)s, t,
+                   0, 3, interval '30 seconds',
+                   statement_timestamp() - %(finished)s * interval '1 day'
+              FROM generate_series(1, %(n)s) AS g,
+                   LATERAL (SELECT date_trunc('second', statement_timestamp())
+                                   - %(days)s * interval '1 day' - g * interval '1 second') AS c(t)
+            """,
+            {"n": n, "status": status, "days": days_ago, "finished": finished_days_ago},
+        )
+
+
+def test_retention_deletes_only_terminal_runs_scheduled_and_finished_before_the_cutoff(db):
+    insert_runs(3, status="succeeded", days_ago=40, finished_days_ago=39)  # deleted
+    insert_runs(2, status="failed", days_ago=40, finished_days_ago=35)  # deleted
+    insert_runs(1, status="cancelled", days_ago=40, finished_days_ago=31)  # deleted
+    insert_runs(4, status="succeeded", days_ago=40, finished_days_ago=1)  # finished lately: kept
+    insert_runs(5, status="pending", days_ago=40, finished_days_ago=None)  # unfinished: kept
+    insert_runs(6, status="succeeded", days_ago=2, finished_days_ago=2)  # recent: kept
+    result = Retention().run_once()
+    assert result.deleted == 6
+    left = [
+        (status, at is None) for status, at in JobRun.objects.values_list("status", "finished_at")
+    ]
+    assert sorted(left) == [("pending", True)] * 5 + [("succeeded", False)] * 10, left
+    # the run that finished lately goes once its finish is older than RETENTION too
+    later = now_db() + timedelta(days=30)
+    assert Retention().run_once(now=later).deleted == 10
+    assert JobRun.objects.filter(status="pending").count() == 5
+
+
+def test_retention_walks_the_scheduled_for_index(private_runs):
+    insert_runs(4000, status="succeeded", days_ago=60, finished_days_ago=59)
+    insert_runs(50, status="retrying", days_ago=45, finished_days_ago=None)
+    insert_runs(1500, status="succeeded", days_ago=3, finished_days_ago=3)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE pgsched_job_run")
+        cursor.execute(
+            "EXPLAIN (FORMAT JSON) " + queries.get("retention_delete"),
+            {"cutoff": now_db() - timedelta(days=30), "batch": 500},
+        )
+        plan = cursor.fetchone()[0]
+    # the selection of a batch: an ordered range of the index that stops after the batch
+    (doomed,) = [n for n in walk(plan[0]["Plan"]) if n.get("Subplan Name") == "CTE doomed"]
+    types = [n["Node Type"] for n in walk(doomed)]
+    assert types == ["Limit", "LockRows", "Index Scan"], json.dumps(doomed)
+    assert doomed["Plans"][0]["Plans"][0]["Index Name"] == "pgsched_run_recent_idx"
+
+
+def test_retention_deletes_in_bounded_batches(db):
+    insert_runs(1600, status="succeeded", days_ago=60, finished_days_ago=59)
+    insert_runs(50, status="retrying", days_ago=45, finished_days_ago=None)
+    insert_runs(300, status="succeeded", days_ago=3, finished_days_ago=3)
+    with override_settings(PGSCHED={"RETENTION_BATCH": 200}):
+        first = Retention(max_batches=3).run_once()
+        assert (first.deleted, first.batches) == (600, 3)  # bounded: three batches a round
+        rest = Retention().run_once()
+    assert (rest.deleted, rest.batches) == (1000, 6)  # the sixth found fewer than a batch
+    assert JobRun.objects.count() == 350
+    assert JobRun.objects.filter(status="retrying").count() == 50
 
 
 def test_executor_claim_uses_the_claimable_index_and_stops_at_the_limit(db):
