@@ -411,24 +411,29 @@ class Executor:
             if state == "running" and self.clock() >= claim.context.deadline:
                 state = "overdue"  # returned, but too late
             if state in ("running", "overdue"):
+                # Queued before the slot shows idle: a pass that counts this slot as
+                # free also records this outcome, so the run's attempt ends in the
+                # statement that claims its successor (never one run too many).
+                self._outcomes.put(self._outcome(claim, state, result, error, retry))
                 claim.state = "done"
             else:  # abandoned or interrupted meanwhile: the slot frees, the result is discarded
                 self.in_flight.pop(claim.run_id, None)
-        if state == "overdue":
-            error = (
-                f"timed out: still running {claim.timeout.total_seconds():g}s after it "
-                f"started; returned after {self._elapsed(claim):.3g}s\n{error}"
-            ).rstrip()
-            self._outcomes.put(Outcome(claim, "timed_out", error, self._elapsed(claim)))
-        elif state == "running":
-            self._outcomes.put(Outcome(claim, result, error, self._elapsed(claim), retry))
-        elif result == "succeeded":
+        if state not in ("running", "overdue") and result == "succeeded":
             logger.warning(
                 "run %s finished after its lease was lost or the replica gave it "
                 "up; its result was discarded",
                 claim.run_id,
             )
         self.flags.wake.set()
+
+    def _outcome(self, claim: Claim, state: str, result: str, error: str, retry: bool) -> Outcome:
+        if state == "overdue":
+            error = (
+                f"timed out: still running {claim.timeout.total_seconds():g}s after it "
+                f"started; returned after {self._elapsed(claim):.3g}s\n{error}"
+            ).rstrip()
+            return Outcome(claim, "timed_out", error, self._elapsed(claim))
+        return Outcome(claim, result, error, self._elapsed(claim), retry)
 
     def _elapsed(self, claim: Claim) -> float:
         return self.clock() - claim.started_mono if claim.started_mono is not None else 0.0
