@@ -71,6 +71,10 @@ def rolling_kills(scenario: Scenario, points: list[str]) -> None:
         timeout=40 + 8 * len(points),
         what="every armed incarnation to die",
         interval=0.2,
+        diagnose=lambda: (
+            f"exits {scenario.fleet.exits}; last incarnation "
+            f"{scenario.fleet.replicas[-1].worker_id}:\n{scenario.fleet.replicas[-1].log()[-3000:]}"
+        ),
     )
     clean = scenario.fleet.replicas[-1]
     clean.wait_ready()
