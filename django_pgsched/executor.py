@@ -50,6 +50,7 @@ from .registry import all_jobs
 logger = logging.getLogger(__name__)
 
 MAX_ERROR_CHARS = 8000
+CLAIM_FULL_SCAN_INTERVAL = 1.0  # seconds between claims that read the claim index from the start
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,9 @@ class Executor:
         self._threads: list[threading.Thread] = []
         self._next_due_mono: float | None = None
         self._due_retry = 0.05
+        # The claim cursor: (fire_after, id) of the first run the last claim took.
+        self._claim_floor: tuple[datetime, int] | None = None
+        self._next_full_scan = 0.0
 
     # -- public --------------------------------------------------------------------
 
@@ -249,7 +253,10 @@ class Executor:
             failpoints.hit("executor.before_record")
         requested_at = self.clock()
         try:
-            rows = db.fetchall(conn, "executor_pass", self._pass_params(now, outcomes, limit, jobs))
+            floor = self._floor_for_this_pass(limit)
+            rows = db.fetchall(
+                conn, "executor_pass", self._pass_params(now, outcomes, limit, jobs, floor)
+            )
         except (OperationalError, InterfaceError):
             raise  # connection trouble: outcomes stay unwritten; retried while leases are trusted
         except DatabaseError:
@@ -262,13 +269,17 @@ class Executor:
                     ("f", r[0], *([None] * 12), r[1])
                     for r in self._write_one_or_minimal(conn, now, outcome)
                 ]
-            rows += db.fetchall(conn, "executor_pass", self._pass_params(now, [], limit, jobs))
+            rows += db.fetchall(
+                conn, "executor_pass", self._pass_params(now, [], limit, jobs, floor)
+            )
         self._unwritten = []
         finished = [(row[1], row[14]) for row in rows if row[0] == "f"]
         if outcomes:
             failpoints.hit("executor.after_record")
             self._finish(outcomes, finished)
         claims = [self._new_claim(row, requested_at) for row in rows if row[0] == "c"]
+        if limit:
+            self._move_claim_floor(rows, floor, full=len(claims) == limit)
         if claims:
             with self._lock:
                 for claim in claims:
@@ -282,12 +293,46 @@ class Executor:
                     next_due = self._note_next_due(row[12], row[13])
         return claims, len(finished), next_due
 
+    def _floor_for_this_pass(self, limit: int) -> tuple[datetime, int] | None:
+        """Where this pass's claim starts reading ``pgsched_run_claimable_idx``.
+
+        Each claim leaves the claimed runs' old versions in the claim index until
+        vacuum removes them, and vacuum cannot while a transaction anywhere in
+        the database holds an old snapshot: a claim that always read from the
+        start would walk every run claimed since then, and slow down the longer
+        that transaction stays open. So a claim reads from where the last one
+        started. A run that falls due behind that point (planned late, or
+        released by a stopping replica) is found by a full read, which happens
+        at least every ``CLAIM_FULL_SCAN_INTERVAL`` seconds and whenever a read
+        from the cursor did not fill the idle slots.
+        """
+        if not limit or self._claim_floor is None or self.clock() >= self._next_full_scan:
+            return None
+        return self._claim_floor
+
+    def _move_claim_floor(
+        self, rows: Sequence[tuple[Any, ...]], floor: tuple[datetime, int] | None, *, full: bool
+    ) -> None:
+        if floor is None:
+            self._next_full_scan = self.clock() + CLAIM_FULL_SCAN_INTERVAL
+        if not full:  # the slots were not all filled: read from the start next time
+            self._claim_floor = None
+            return
+        self._claim_floor = min((row[12], row[1]) for row in rows if row[0] == "c")
+
     def _pass_params(
-        self, now: datetime | None, outcomes: Sequence[Outcome], limit: int, jobs: list[str]
+        self,
+        now: datetime | None,
+        outcomes: Sequence[Outcome],
+        limit: int,
+        jobs: list[str],
+        floor: tuple[datetime, int] | None = None,
     ) -> dict[str, Any]:
         s = self.settings
         return {
             "now": now,
+            "floor_at": floor[0] if floor else None,
+            "floor_id": floor[1] if floor else None,
             "ids": [o.claim.run_id for o in outcomes],
             "tokens": [o.claim.token for o in outcomes],
             "results": [o.result for o in outcomes],

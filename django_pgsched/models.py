@@ -485,7 +485,7 @@ class JobRun(models.Model):
         )
         indexes = (
             models.Index(
-                fields=("fire_after",),
+                fields=("fire_after", "id"),
                 condition=models.Q(status__in=CLAIMABLE_STATUSES),
                 name="pgsched_run_claimable_idx",
             ),

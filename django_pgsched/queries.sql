@@ -140,7 +140,11 @@ candidate AS MATERIALIZED (
        AND r.attempts < r.max_attempts
        AND r.job = ANY(%(jobs)b::text[])
        AND (%(queues)b::text[] IS NULL OR r.queue = ANY(%(queues)b::text[]))
-     ORDER BY r.fire_after
+       -- the claim cursor: start after the runs this replica claimed last time
+       -- (NULL: from the start); see Executor._claim_floor
+       AND (r.fire_after, r.id) >= (coalesce(%(floor_at)s::timestamptz, '-infinity'),
+                                    coalesce(%(floor_id)s::bigint, 0))
+     ORDER BY r.fire_after, r.id
      LIMIT %(limit)s
        FOR NO KEY UPDATE OF r SKIP LOCKED
 ),

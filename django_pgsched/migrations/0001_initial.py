@@ -329,7 +329,7 @@ class Migration(migrations.Migration):
             model_name="jobrun",
             index=models.Index(
                 condition=models.Q(("status__in", ("pending", "retrying"))),
-                fields=["fire_after"],
+                fields=["fire_after", "id"],
                 name="pgsched_run_claimable_idx",
             ),
         ),

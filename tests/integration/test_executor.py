@@ -404,7 +404,70 @@ def executor_params(limit: int) -> dict:
         "queues": None,
         "worker": "w",
         "lease_factor": 2.0,
+        "floor_at": None,
+        "floor_id": None,
     }
+
+
+def test_the_claim_reads_from_its_cursor_and_a_full_read_finds_a_run_behind_it(db):
+    # Claims read pgsched_run_claimable_idx from where the last full claim started,
+    # so that dead index entries of runs claimed earlier are not walked again; a
+    # run that falls due behind the cursor is found by the next full read.
+    base = now_db() - timedelta(minutes=10)
+    runs = [enqueue("tests.noop", run_at=base + timedelta(seconds=i)) for i in range(6)]
+    clock = FakeClock()
+    executor = Executor(concurrency=2, inline=True, clock=clock)
+    assert executor.run_once().claimed == 2  # a full read; the cursor is now at runs[0]
+    late = enqueue("tests.noop", run_at=base - timedelta(hours=1))  # planned late: behind it
+    clock.t += 0.1
+    assert executor.run_once().claimed == 2  # read from the cursor
+    late.refresh_from_db()
+    assert late.status == "pending"
+    assert set(JobRun.objects.filter(status="succeeded").values_list("pk", flat=True)) == {
+        r.pk for r in runs[:4]
+    }
+    clock.t += 1.0  # CLAIM_FULL_SCAN_INTERVAL later: a full read, oldest first
+    assert executor.run_once().claimed == 2
+    late.refresh_from_db()
+    runs[4].refresh_from_db()
+    assert (late.status, runs[4].status) == ("succeeded", "succeeded")
+
+
+def test_a_claim_from_the_cursor_that_does_not_fill_the_slots_reads_from_the_start_next(db):
+    base = now_db() - timedelta(minutes=10)
+    for i in range(3):
+        enqueue("tests.noop", run_at=base + timedelta(seconds=i))
+    clock = FakeClock()
+    executor = Executor(concurrency=2, inline=True, clock=clock)
+    assert executor.run_once().claimed == 2
+    late = enqueue("tests.noop", run_at=base - timedelta(hours=1))
+    clock.t += 0.1
+    assert executor.run_once().claimed == 1  # from the cursor: only the third run
+    clock.t += 0.1  # well within the interval, but the last read came back short
+    assert executor.run_once().claimed == 1
+    late.refresh_from_db()
+    assert late.status == "succeeded"
+
+
+def test_the_claim_cursor_is_an_index_condition(db):
+    for _ in range(50):
+        enqueue("tests.noop")
+    floor = JobRun.objects.order_by("fire_after", "id").values_list("fire_after", "id")[10]
+    with db_module.cursor(connection) as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + queries.get("executor_pass"),
+            {**executor_params(limit=4), "floor_at": floor[0], "floor_id": floor[1]},
+        )
+        plan = cursor.fetchone()[0]
+    (scan,) = [
+        n
+        for n in walk(plan[0]["Plan"])
+        if n.get("Index Name") == "pgsched_run_claimable_idx" and n["Node Type"] == "Index Scan"
+    ]
+    # the row comparison bounds the index range (it is not a filter applied after reading)
+    assert "ROW(fire_after, id) >= ROW(" in scan.get("Index Cond", ""), scan
+    assert scan["Actual Rows"] == 4, scan
 
 
 def walk(node: dict):
