@@ -122,8 +122,13 @@ finished AS (
            claim_expires_at = NULL
       FROM outcome o, clock
      WHERE r.id = o.id
+       -- only while the lease is ours: a token is set exactly while the run is
+       -- 'running' (CHECK pgsched_run_lease_iff_running). Not repeating "status =
+       -- 'running'" keeps the planner on the primary key: with that predicate it
+       -- may read pgsched_run_running_idx whole, which holds an entry for every
+       -- run claimed since vacuum last ran (all of them while a long transaction
+       -- elsewhere holds vacuum back).
        AND r.claimed_by = o.token
-       AND r.status = 'running'
     RETURNING r.id, r.attempts, r.started_at, r.worker, r.status, o.result, o.error
 ),
 recorded AS (
@@ -194,8 +199,7 @@ UPDATE pgsched_job_run r
    SET claim_expires_at = clock.now + r.timeout * %(lease_factor)s
   FROM unnest(%(ids)b::bigint[], %(tokens)b::uuid[]) AS l(id, token), clock
  WHERE r.id = l.id
-   AND r.claimed_by = l.token
-   AND r.status = 'running'
+   AND r.claimed_by = l.token  -- implies 'running'; see executor_pass
 RETURNING r.id, r.claim_expires_at;
 
 
@@ -232,8 +236,7 @@ UPDATE pgsched_job_run r
        worker = NULL
   FROM unnest(%(ids)b::bigint[], %(tokens)b::uuid[]) AS l(id, token)
  WHERE r.id = l.id
-   AND r.claimed_by = l.token
-   AND r.status = 'running'
+   AND r.claimed_by = l.token  -- implies 'running'; see executor_pass
 RETURNING r.id;
 
 
