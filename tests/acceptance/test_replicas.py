@@ -70,7 +70,7 @@ def percentile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def test_three_replicas_fire_each_occurrence_exactly_once(replicas):
+def test_three_replicas_fire_each_occurrence_exactly_once_and_on_time(replicas):
     n_schedules = 300
     Schedule.objects.bulk_create(
         Schedule(name=f"race-{i}", job="tests.witness", cron="* * * * * *", misfire_policy="skip")
@@ -105,10 +105,7 @@ def test_three_replicas_fire_each_occurrence_exactly_once(replicas):
         f"\nrace: {runs} runs, {len(late)} started; lateness p50={p50 * 1000:.0f} ms "
         f"p99={p99 * 1000:.0f} ms max={max(late) * 1000:.0f} ms"
     )
-    # Liveness, not speed (lateness goals live in bench/, measured beside a baseline):
-    # a run started more than a planner lookahead plus a reconciliation late means a
-    # replica stalled or a claim was stuck behind a lock.
-    assert max(late) < 10.0, f"a run started {max(late):.3f}s late: a replica stalled"
+    assert p99 < 1.0, f"replicas did not keep up: p99 start lateness {p99:.3f}s"
 
 
 def test_kill_9_mid_flight_recovers_in_flight_runs_without_duplicates(replicas):
