@@ -480,3 +480,40 @@ def test_enqueue_with_an_existing_idempotency_key_returns_the_existing_run(db):
     first = enqueue("tests.noop", idempotency_key="once")
     second = enqueue("tests.noop", idempotency_key="once")
     assert first.pk == second.pk and JobRun.objects.count() == 1
+
+
+def test_recording_outcomes_finds_runs_by_primary_key_not_the_running_index(private_runs):
+    # While a transaction elsewhere holds vacuum back, pgsched_run_running_idx keeps an
+    # entry for every run claimed since; its statistics still say few runs are running,
+    # so a completion that could use it would read it whole on every pass.
+    with db_module.cursor(connection) as cursor:
+        cursor.execute(
+            """
+            INSERT INTO pgsched_job_run (scheduled_for, idempotency_key, job, kwargs, queue,
+                   status, fire_after, attempts, max_attempts, timeout, note, claimed_by, worker,
+                   started_at, claim_expires_at, finished_at)
+            SELECT date_trunc('second', now()) - g * interval '1 s', 'k' || g, 'tests.noop',
+                   '{}', 'default', CASE WHEN g <= 8 THEN 'running' ELSE 'succeeded' END,
+                   now(), 1, 3, interval '1 minute', '',
+                   CASE WHEN g <= 8 THEN gen_random_uuid() END, 'w', now(),
+                   CASE WHEN g <= 8 THEN now() + interval '2 minutes' END,
+                   CASE WHEN g > 8 THEN now() END
+              FROM generate_series(1, 20000) g
+            """
+        )
+        cursor.execute("ANALYZE pg_temp.pgsched_job_run")
+        cursor.execute("SELECT id, claimed_by FROM pgsched_job_run WHERE status = 'running'")
+        held = cursor.fetchall()
+        params = {
+            **executor_params(limit=0),
+            "ids": [row[0] for row in held],
+            "tokens": [row[1] for row in held],
+            "results": ["succeeded"] * len(held),
+            "errors": [""] * len(held),
+            "delays": [None] * len(held),
+        }
+        cursor.execute("EXPLAIN (FORMAT JSON) " + queries.get("executor_pass"), params)
+        plan = cursor.fetchone()[0]
+    used = {n.get("Index Name") for n in walk(plan[0]["Plan"])}
+    assert "pgsched_run_running_idx" not in used, used
+    assert "pgsched_job_run_pkey" in used, used
