@@ -50,6 +50,8 @@ class Claim:
     # abandoned (lease lost) or interrupted (shutdown gave up on it)
     state: str = "queued"
     started_mono: float | None = None
+    # the job's thread is done with it (returned, or never started it)
+    returned: bool = False
 
 
 @dataclass(frozen=True)

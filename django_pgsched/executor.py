@@ -3,8 +3,10 @@
 The seed's three lease rules, as code:
 
 1. **Claim no more than the pool can start.** A pass claims at most the number
-   of idle slots (a slot stays busy while its thread runs, even after the run
-   timed out or its lease was lost).
+   of idle slots. A slot stays busy while its thread runs, even after the run
+   timed out or its lease was lost; and an abandoned run keeps its slot until
+   the database's lease on it has certainly expired, so the database never
+   counts more live leases for this replica than it has slots.
 2. **Renew while in flight, abandon when lost.** Each claim carries a fresh
    token and a lease of ``LEASE_FACTOR × timeout``; leases are renewed in one
    statement when a third has passed. A renewal that no longer finds the token
@@ -32,6 +34,7 @@ import queue
 import random
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -100,7 +103,9 @@ class Executor:
         self.inline = inline
         self.clock = clock
         self.flags = _Flags(stopping=shutdown or threading.Event())
-        self.in_flight: dict[int, Claim] = {}
+        # keyed by token: a run abandoned here may be re-claimed here while its old
+        # claim still holds a slot
+        self.in_flight: dict[uuid.UUID, Claim] = {}
         self._lock = threading.Lock()
         self._outcomes: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
         self._unwritten: list[Outcome] = []
@@ -119,9 +124,23 @@ class Executor:
         return self.flags.wake
 
     def idle_slots(self) -> int:
-        """Slots free for a claim: a slot whose job returned is free once its outcome is taken."""
+        """Slots free for a claim.
+
+        A slot whose job returned is free once its outcome is taken (the pass
+        that claims for it records the outcome in the same statement). A slot
+        whose run was abandoned is free once the job's thread is done with it
+        and the database's lease has certainly expired.
+        """
         with self._lock:
+            self._drop_settled()
             return self.concurrency - sum(1 for c in self.in_flight.values() if c.state != "done")
+
+    def _drop_settled(self) -> None:
+        """Forget abandoned claims that no longer occupy a slot (call with the lock held)."""
+        now = self.clock()
+        for token, claim in list(self.in_flight.items()):
+            if claim.state == "abandoned" and claim.returned and not claim.lease.maybe_held(now):
+                del self.in_flight[token]
 
     def run_once(self, now: datetime | None = None) -> ExecutorPass:
         """One pass: expire local deadlines, renew, then record outcomes and claim idle slots.
@@ -160,6 +179,8 @@ class Executor:
                     deadlines.append(claim.lease.renew_at)
                     deadlines.append(claim.lease.trust_until)
                     deadlines.append(claim.context.deadline)
+                elif claim.state == "abandoned" and claim.returned:
+                    deadlines.append(claim.lease.held_until)  # when its slot frees
             idle = self.concurrency - len(self.in_flight)
         if idle > 0 and self._next_due_mono is not None and not self.flags.stopping.is_set():
             deadlines.append(self._next_due_mono)
@@ -189,7 +210,7 @@ class Executor:
             db.fetchall(conn, "wake_executors", {"payload": ",".join(str(r[0]) for r in released)})
         with self._lock:
             for claim in unstarted:
-                self.in_flight.pop(claim.run_id, None)
+                self.in_flight.pop(claim.token, None)
         logger.info("released %d claimed but unstarted run(s)", len(released))
         return len(released)
 
@@ -272,18 +293,19 @@ class Executor:
             rows += db.fetchall(
                 conn, "executor_pass", self._pass_params(now, [], limit, jobs, floor)
             )
+        answered_at = self.clock()
         self._unwritten = []
         finished = [(row[1], row[14]) for row in rows if row[0] == "f"]
         if outcomes:
             failpoints.hit("executor.after_record")
             self._finish(outcomes, finished)
-        claims = [self._new_claim(row, requested_at) for row in rows if row[0] == "c"]
+        claims = [self._new_claim(row, requested_at, answered_at) for row in rows if row[0] == "c"]
         if limit:
             self._move_claim_floor(rows, floor, full=len(claims) == limit)
         if claims:
             with self._lock:
                 for claim in claims:
-                    self.in_flight[claim.run_id] = claim
+                    self.in_flight[claim.token] = claim
             failpoints.hit("executor.after_claim")
             self._due_retry = 0.05
         next_due = None
@@ -357,7 +379,7 @@ class Executor:
             jitter=random.random(),
         )
 
-    def _new_claim(self, row: tuple[Any, ...], requested_at: float) -> Claim:
+    def _new_claim(self, row: tuple[Any, ...], requested_at: float, answered_at: float) -> Claim:
         (
             _kind,
             run_id,
@@ -379,6 +401,7 @@ class Executor:
         kwargs = json.loads(raw_kwargs) if isinstance(raw_kwargs, str) else raw_kwargs
         lease = Lease.granted(
             requested_at=requested_at,
+            answered_at=answered_at,
             duration=timeout.total_seconds() * s.LEASE_FACTOR,
             margin=s.LEASE_TRUST_MARGIN.total_seconds(),
         )
@@ -461,8 +484,11 @@ class Executor:
                 # statement that claims its successor (never one run too many).
                 self._outcomes.put(self._outcome(claim, state, result, error, retry))
                 claim.state = "done"
-            else:  # abandoned or interrupted meanwhile: the slot frees, the result is discarded
-                self.in_flight.pop(claim.run_id, None)
+            elif state == "abandoned":  # the result is discarded; the slot frees with the lease
+                claim.returned = True
+                self._drop_settled()
+            else:  # interrupted at shutdown (its outcome is already queued): the slot frees
+                self.in_flight.pop(claim.token, None)
         if state not in ("running", "overdue") and result == "succeeded":
             logger.warning(
                 "run %s finished after its lease was lost or the replica gave it "
@@ -495,7 +521,7 @@ class Executor:
                 if claim.state in ("queued", "running", "overdue") and not claim.lease.trusted(now):
                     claim.context.cancel("the lease could not be renewed in time")
                     if claim.state == "queued":
-                        self.in_flight.pop(claim.run_id, None)
+                        claim.returned = True  # its job never starts
                     claim.state = "abandoned"
                     lost.append(claim)
                 elif claim.state == "running" and now >= claim.context.deadline:
@@ -540,19 +566,20 @@ class Executor:
             for claim in due:
                 claim.lease.renewal_failed(now=self.clock())
             raise
+        answered = self.clock()
         kept = {row[0] for row in rows}
         lost = [c for c in due if c.run_id not in kept]
         with self._lock:
             for claim in due:
                 if claim.run_id in kept:
-                    claim.lease.renewed(requested_at=mono)
+                    claim.lease.renewed(requested_at=mono, answered_at=answered)
             for claim in lost:
                 claim.context.cancel("the lease was lost (reaped or cancelled)")
-                if claim.state == "queued":
-                    self.in_flight.pop(claim.run_id, None)
-                if claim.state == "done":
-                    self.in_flight.pop(claim.run_id, None)
+                claim.lease.released()  # the database no longer counts it as ours
+                if claim.state in ("queued", "done"):
+                    claim.returned = True  # never started, or its outcome will be refused
                 claim.state = "abandoned"
+            self._drop_settled()
         for claim in lost:
             logger.warning("run %s: lease lost; abandoning it", claim.run_id)
             events.lease_lost.send(sender=type(self), run_id=claim.run_id, reason="renewal refused")
@@ -600,10 +627,8 @@ class Executor:
         status_by_id = {row[0]: row[1] for row in rows}
         with self._lock:
             for outcome in outcomes:
-                if self.in_flight.get(outcome.claim.run_id) is outcome.claim and (
-                    outcome.claim.state == "done"
-                ):
-                    self.in_flight.pop(outcome.claim.run_id, None)
+                if outcome.claim.state == "done":
+                    self.in_flight.pop(outcome.claim.token, None)
         for outcome in outcomes:
             claim = outcome.claim
             status = status_by_id.get(claim.run_id)

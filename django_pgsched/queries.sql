@@ -253,12 +253,14 @@ SELECT id, claimed_by, attempts
 -- name: reaper_reap
 -- Step 2: re-check each row as it is now (status, token, expiry) under a
 -- SKIP LOCKED lock, so a run that finished or was re-claimed since step 1 is
--- left alone; write the 'lost' attempt in the same statement.
+-- left alone; write the 'lost' attempt in the same statement. The attempt
+-- ends when its lease expired (from then on the worker held nothing: it had
+-- abandoned the run by its own clock), not when the reaper came by.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
 ),
 expired AS MATERIALIZED (
-    SELECT r.id, l.delay
+    SELECT r.id, l.delay, r.claim_expires_at AS expired_at
       FROM pgsched_job_run r
       JOIN unnest(%(ids)b::bigint[], %(tokens)b::uuid[], %(delays)b::float8[]) AS l(id, token, delay)
         ON r.id = l.id, clock
@@ -280,9 +282,11 @@ reaped AS (
 ),
 recorded AS (
     INSERT INTO pgsched_attempt (job_run_id, number, status, started_at, finished_at, worker, error)
-    SELECT id, attempts, 'lost', started_at, clock.now, coalesce(worker, ''),
+    SELECT r.id, r.attempts, 'lost', r.started_at, greatest(e.expired_at, r.started_at),
+           coalesce(r.worker, ''),
            'lease expired: the worker stopped renewing it (crashed, frozen or cut off)'
-      FROM reaped, clock
+      FROM reaped r
+      JOIN expired e ON e.id = r.id
         ON CONFLICT DO NOTHING
 )
 SELECT id, status, job, queue FROM reaped;

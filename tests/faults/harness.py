@@ -270,10 +270,12 @@ class Fleet:
                 if code is None:
                     self._stop.wait(0.05)
                     continue
-                self.exits.append((current.worker_id, code))
                 restarts += 1
                 changes = on_restart(current, restarts) if on_restart else {}
-                current = self.restart(current, **changes)
+                dead, current = current, self.restart(current, **changes)
+                # recorded after the successor exists: a test that waits for n exits may
+                # then take ``replicas[-1]`` as the incarnation that replaced the n-th
+                self.exits.append((dead.worker_id, code))
 
         thread = threading.Thread(target=loop, daemon=True)
         thread.start()

@@ -465,14 +465,19 @@ def check_canonical(conn: psycopg.Connection[Any]) -> list[Violation]:
 def check_bounded(
     conn: psycopg.Connection[Any], concurrency_by_worker: Mapping[str, int], planner_batch: int
 ) -> list[Violation]:
-    """I10: never more claims in flight per worker than its slots; planner batches ≤ the batch."""
+    """I10: never more live leases per worker than its slots; planner batches ≤ the batch.
+
+    A worker holds a run from its claim until its outcome is recorded, or, for
+    a run it lost, until the lease expired (the reaper dates the ``lost``
+    attempt then; a run still ``running`` counts until its expiry or now).
+    """
     out = []
     rows = _rows(
         conn,
         """SELECT worker, started_at, finished_at FROM pgsched_attempt WHERE started_at IS NOT NULL
            UNION ALL
-           SELECT worker, started_at, clock_timestamp() FROM pgsched_job_run
-            WHERE status = 'running'""",
+           SELECT worker, started_at, least(claim_expires_at, clock_timestamp())
+             FROM pgsched_job_run WHERE status = 'running'""",
     )
     events: dict[str, list[tuple[datetime, int]]] = defaultdict(list)
     for worker, start, end in rows:

@@ -25,7 +25,14 @@ def replan(scenario: Scenario, *, drop_guards: bool) -> list[Violation]:
     scenario.snapshot_baseline()
     scenario.start("a")
     wait_until(
-        lambda: scenario.one("SELECT count(*) FROM pgsched_job_run") >= 9, 20, "runs to be planned"
+        lambda: scenario.one("SELECT count(*) FROM pgsched_job_run") >= 9,
+        20,
+        "runs to be planned",
+        diagnose=lambda: (
+            f"runs {scenario.sql('SELECT id, schedule_id, scheduled_for, status FROM pgsched_job_run')}"  # noqa: E501
+            f"\nschedules {scenario.sql('SELECT id, next_fire_at, status FROM pgsched_schedule')}"
+            f"\nnow {scenario.one('SELECT clock_timestamp()')}\n{scenario.fleet.logs()}"
+        ),
     )
     if drop_guards:
         # the idempotency key ('pgsched:<schedule>:<time>') is unique too: a second guard

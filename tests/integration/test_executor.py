@@ -223,6 +223,67 @@ def test_unrenewable_lease_is_abandoned_by_the_local_clock(db):
     assert run.status == "running"  # nothing written: the reaper will recover it
 
 
+def test_an_abandoned_run_keeps_its_slot_until_the_database_lease_has_expired(db):
+    """Lease rule 1 as the database sees it: never more live leases than slots.
+
+    The replica gives a run up at its trust deadline, a margin before the
+    database's expiry; claiming a successor at once would hold two live leases
+    on one slot for that margin.
+    """
+    clock = FakeClock()
+    first = enqueue("tests.noop", timeout=seconds(10))  # a 20 s lease, trusted for 19 s
+    executor = Executor(concurrency=1, clock=clock)  # threads not started: the claim stays queued
+    claim = claim_one(executor)
+    second = enqueue("tests.noop", timeout=seconds(10))
+    clock.t += 19.5
+    result = executor.run_once()
+    assert result.lost == 1 and claim.state == "abandoned"
+    assert result.claimed == 0 and executor.idle_slots() == 0  # the database may still hold it
+    assert executor.seconds_until_next_pass() == pytest.approx(0.5)  # when the slot frees
+    clock.t += 0.5
+    assert executor.idle_slots() == 1 and executor.in_flight == {}
+    result = executor.run_once()
+    assert result.claimed == 1
+    (successor,) = executor.in_flight.values()
+    assert successor.run_id == second.pk
+    first.refresh_from_db()
+    assert first.status == "running"  # the reaper's to recover
+
+
+def test_a_run_reclaimed_by_the_replica_that_abandoned_it_is_a_separate_claim(db):
+    """In-flight claims are keyed by token: the old claim's end must not drop the new one."""
+    clock = FakeClock()
+    run = enqueue("tests.noop", timeout=seconds(10))
+    executor = Executor(concurrency=2, clock=clock)
+    old = claim_one(executor)
+    clock.t += 19.5
+    assert executor.run_once().lost == 1
+    expire(run)
+    Reaper().run_once()
+    JobRun.objects.filter(pk=run.pk).update(fire_after=now_db())
+    (new,) = executor._exchange(connection, None, 1)[0]
+    assert new.run_id == old.run_id and new.token != old.token
+    assert set(executor.in_flight) == {old.token, new.token}
+    clock.t += 1  # the old lease is certainly over: its slot frees, the new claim stays
+    assert executor.idle_slots() == 1 and list(executor.in_flight) == [new.token]
+
+
+def test_a_lease_lost_at_renewal_frees_its_slot_when_the_job_returns(db):
+    clock = FakeClock()
+    run = enqueue("tests.noop", timeout=seconds(30))
+    executor = Executor(concurrency=1, clock=clock)
+    claim = claim_one(executor)
+    claim.state = "running"  # as if its thread had started it
+    JobRun.objects.filter(pk=run.pk).update(claimed_by=uuid.uuid4())  # re-claimed elsewhere
+    clock.t += 21
+    assert executor.run_once().lost == 1
+    assert executor.idle_slots() == 0  # the job still runs on its thread
+    with executor._lock:
+        claim.returned = True
+        executor._drop_settled()
+    assert executor.idle_slots() == 1  # the database no longer counts it as ours
+
+
 def expire(run: JobRun) -> None:
     JobRun.objects.filter(pk=run.pk).update(claim_expires_at=now_db() - seconds(1))
 
@@ -235,6 +296,19 @@ def test_reaper_recovers_an_expired_lease_with_a_lost_attempt(db):
     run.refresh_from_db()
     assert result.retried == 1 and run.status == "retrying" and run.claimed_by is None
     assert attempts_of(run) == [(1, "lost")]
+
+
+def test_reaper_dates_a_lost_attempt_at_its_lease_expiry(db):
+    """From the expiry on the worker held nothing (it gave the run up by its own clock)."""
+    run = enqueue("tests.noop")
+    claim_one(Executor(concurrency=1))
+    started = now_db() - seconds(60)
+    expired_at = now_db() - seconds(30)
+    JobRun.objects.filter(pk=run.pk).update(started_at=started, claim_expires_at=expired_at)
+    Reaper().run_once()
+    lost = Attempt.objects.get(job_run=run)
+    assert lost.status == "lost" and lost.started_at == started
+    assert lost.finished_at == expired_at
 
 
 def test_reaper_fails_a_run_at_its_last_attempt(db):

@@ -6,6 +6,8 @@
 - ``PGSCHED_FAULT_NOFENCE=1``: a negative control. Strip the lease-token
   predicates (``AND r.claimed_by = ...``) from the executor's renew, complete,
   release and minimal-fail SQL, so a replica that lost its lease can still write.
+- ``PGSCHED_FAULT_NOSLOTS=1``: a negative control. Every pass claims as if all of
+  the replica's slots were idle (lease rule 1 off).
 """
 
 from __future__ import annotations
@@ -42,7 +44,15 @@ def _no_fencing() -> None:
     queries._load = unfenced  # type: ignore[assignment]
 
 
+def _no_slots() -> None:
+    from django_pgsched.executor import Executor
+
+    Executor.idle_slots = lambda self: self.concurrency  # type: ignore[method-assign]
+
+
 if os.environ.get("PGSCHED_FAULT_SKEW"):
     _skew(float(os.environ["PGSCHED_FAULT_SKEW"]))
 if os.environ.get("PGSCHED_FAULT_NOFENCE") == "1":
     _no_fencing()
+if os.environ.get("PGSCHED_FAULT_NOSLOTS") == "1":
+    _no_slots()
