@@ -20,6 +20,13 @@ from .scenario import Scenario
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
 
 
+def diagnose(scenario: Scenario) -> str:
+    runs = scenario.sql("SELECT id, schedule_id, scheduled_for, status FROM pgsched_job_run")
+    schedules = scenario.sql("SELECT id, next_fire_at, status FROM pgsched_schedule")
+    now = scenario.one("SELECT clock_timestamp()")
+    return f"runs {runs}\nschedules {schedules}\nnow {now}\n{scenario.fleet.logs()}"
+
+
 def replan(scenario: Scenario, *, drop_guards: bool) -> list[Violation]:
     scenario.add_schedules(3, cron="* * * * * *")
     scenario.snapshot_baseline()
@@ -28,11 +35,7 @@ def replan(scenario: Scenario, *, drop_guards: bool) -> list[Violation]:
         lambda: scenario.one("SELECT count(*) FROM pgsched_job_run") >= 9,
         20,
         "runs to be planned",
-        diagnose=lambda: (
-            f"runs {scenario.sql('SELECT id, schedule_id, scheduled_for, status FROM pgsched_job_run')}"  # noqa: E501
-            f"\nschedules {scenario.sql('SELECT id, next_fire_at, status FROM pgsched_schedule')}"
-            f"\nnow {scenario.one('SELECT clock_timestamp()')}\n{scenario.fleet.logs()}"
-        ),
+        diagnose=lambda: diagnose(scenario),
     )
     if drop_guards:
         # the idempotency key ('pgsched:<schedule>:<time>') is unique too: a second guard
