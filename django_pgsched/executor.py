@@ -54,6 +54,10 @@ logger = logging.getLogger(__name__)
 
 MAX_ERROR_CHARS = 8000
 CLAIM_FULL_SCAN_INTERVAL = 1.0  # seconds between claims that read the claim index from the start
+# A pass with outcomes to record first waits this long (at most) for the jobs
+# still running, so that jobs ending together are recorded, and their slots
+# refilled, by one statement instead of one each.
+GATHER_WINDOW = 0.002
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,7 @@ class Executor:
         # claim still holds a slot
         self.in_flight: dict[uuid.UUID, Claim] = {}
         self._lock = threading.Lock()
+        self._returned = threading.Condition(self._lock)  # a job's thread handed its claim back
         self._outcomes: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
         self._unwritten: list[Outcome] = []
         self._work: queue.SimpleQueue[Claim | None] = queue.SimpleQueue()
@@ -149,6 +154,7 @@ class Executor:
         ``now`` overrides the database clock in the SQL (tests only).
         """
         timed_out, lost = self._expire_local()
+        self._gather()
         with db.session("executor", self.using) as conn:
             renewed, lost_renewing = self._renew(conn, now)
             limit = 0 if self.flags.stopping.is_set() else self.idle_slots()
@@ -166,6 +172,24 @@ class Executor:
             timed_out=timed_out,
             next_due_in=next_due,
         )
+
+    def _gather(self) -> None:
+        """With an outcome to record, wait up to ``GATHER_WINDOW`` for the other jobs to end.
+
+        Real time, not ``self.clock``: the wait is bounded whatever clock tests inject.
+        """
+        if self.inline or self._outcomes.empty():
+            return
+        deadline = time.monotonic() + GATHER_WINDOW
+        with self._returned:
+            while any(c.state in ("queued", "running") for c in self.in_flight.values()):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._returned.wait(remaining)
+        # The wake-ups of the jobs gathered here are served by this pass (and a
+        # NOTIFY that arrived meanwhile by its claim, which reads after it).
+        self.flags.wake.clear()
 
     def seconds_until_next_pass(self) -> float:
         """How long the runner may sleep before the next pass is needed."""
@@ -489,6 +513,7 @@ class Executor:
                 self._drop_settled()
             else:  # interrupted at shutdown (its outcome is already queued): the slot frees
                 self.in_flight.pop(claim.token, None)
+            self._returned.notify_all()
         if state not in ("running", "overdue") and result == "succeeded":
             logger.warning(
                 "run %s finished after its lease was lost or the replica gave it "

@@ -13,6 +13,7 @@ from django.test import override_settings
 
 from django_pgsched import db as db_module
 from django_pgsched import enqueue, queries
+from django_pgsched import executor as executor_module
 from django_pgsched.executor import Executor, Outcome
 from django_pgsched.maintenance import Reaper, Retention
 from django_pgsched.models import Attempt, JobRun
@@ -178,6 +179,24 @@ def test_an_overdue_job_keeps_its_lease_until_its_thread_returns(transactional_d
     run.refresh_from_db()
     assert attempts_of(run) == [(1, "timed_out")] and run.status == "retrying"
     assert executor.idle_slots() == 1
+
+
+def test_jobs_ending_together_are_recorded_by_one_statement(db, monkeypatch):
+    """A pass with an outcome waits (a bounded moment) for the jobs still running."""
+    monkeypatch.setattr(executor_module, "GATHER_WINDOW", 5.0)  # the test's margin, not 2 ms
+    quick = enqueue("tests.sleep", kwargs={"seconds": 0, "witness": False})
+    slow = enqueue("tests.sleep", kwargs={"seconds": 0.2, "witness": False})
+    executor = Executor(concurrency=2)
+    executor.start_threads()
+    assert executor.run_once().claimed == 2
+    deadline = time.monotonic() + 10
+    while executor._outcomes.empty() and time.monotonic() < deadline:
+        time.sleep(0.005)  # the quick job has returned; the slow one is still sleeping
+    result = executor.run_once()
+    assert result.completed == 2  # without the gather: 1, and a second statement for the other
+    quick.refresh_from_db()
+    slow.refresh_from_db()
+    assert quick.status == slow.status == "succeeded"
 
 
 def test_lost_lease_cancels_the_job_and_discards_its_result(db):
