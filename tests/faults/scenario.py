@@ -41,11 +41,24 @@ class Scenario:
         self.url = cluster.url(self.dbname)
         self.log_dir = log_dir
         self.conn = cluster.connect(self.dbname)
+        self._check_server_clock()
         self.fleet = Fleet(self.url, log_dir)
         self.baselines: dict[int, Baseline] = {}
         self.audit = audit
         if audit:
             invariants.install_audit(self.conn)
+
+    def _check_server_clock(self, timeout: float = 5.0) -> None:
+        """Fail early if a fresh backend's clock is off ours (left over from a clock test)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.cluster.connect(self.dbname) as fresh:
+                row = fresh.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()
+            offset = float(row[0]) - time.time() if row else 0.0
+            if abs(offset) < 5 or time.monotonic() > deadline:
+                break
+            time.sleep(0.25)
+        assert abs(offset) < 5, f"the private server's clock is {offset:+.0f}s off this host's"
 
     # -- database ---------------------------------------------------------------
 
