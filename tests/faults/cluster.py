@@ -26,9 +26,6 @@ from typing import Any
 import psycopg
 
 from tests import pgcluster
-from tests.pgcluster import free_port
-
-__all__ = ["ROOT", "Cluster", "find_bindir", "free_port", "private_cluster", "wait_for_server"]
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
@@ -44,15 +41,11 @@ SERVER_OPTIONS = {
 }
 
 
-def find_bindir() -> Path | None:
-    return pgcluster.find_bindir()
-
-
 class Cluster(pgcluster.PrivateCluster):
     """One throwaway PostgreSQL server. ``start()``, ``restart()``, ``stop()``."""
 
     def __init__(self, base: Path, *, faketime: bool = False) -> None:
-        bindir = find_bindir()
+        bindir = pgcluster.find_bindir()
         if bindir is None:
             raise RuntimeError("no PostgreSQL binaries under /usr/lib/postgresql/*/bin")
         super().__init__(base, bindir)

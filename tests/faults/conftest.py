@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from .cluster import Cluster, find_bindir, private_cluster
+from tests.pgcluster import find_bindir
+
+from .cluster import Cluster, private_cluster
 from .scenario import Scenario
 
 FULL = os.environ.get("PGSCHED_FULL_FAULTS") == "1"

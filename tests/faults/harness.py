@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.pgcluster import free_port
 from tests.processes import tied_to_this_process
 
-from .cluster import ROOT, free_port
+from .cluster import ROOT
 
 SHIM = Path(__file__).resolve().parent / "shim"
 

@@ -48,15 +48,17 @@ class Scenario:
         if audit:
             invariants.install_audit(self.conn)
 
+    def clock_offset(self) -> float:
+        """Seconds the server's clock is ahead of this host's, as a fresh backend sees it."""
+        with self.cluster.connect(self.dbname) as fresh:
+            row = fresh.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()
+        assert row is not None
+        return float(row[0]) - time.time()
+
     def _check_server_clock(self, timeout: float = 5.0) -> None:
         """Fail early if a fresh backend's clock is off ours (left over from a clock test)."""
         deadline = time.monotonic() + timeout
-        while True:
-            with self.cluster.connect(self.dbname) as fresh:
-                row = fresh.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()
-            offset = float(row[0]) - time.time() if row else 0.0
-            if abs(offset) < 5 or time.monotonic() > deadline:
-                break
+        while abs(offset := self.clock_offset()) >= 5 and time.monotonic() < deadline:
             time.sleep(0.25)
         assert abs(offset) < 5, f"the private server's clock is {offset:+.0f}s off this host's"
 

@@ -49,10 +49,6 @@ def test_replica_clocks_an_hour_off_do_not_move_due_times(scenario: Scenario) ->
     assert scenario.one("SELECT sum(skipped_occurrences) FROM pgsched_schedule") == 0
 
 
-def db_offset(scenario: Scenario) -> float:
-    return (scenario.db_now().timestamp()) - time.time()
-
-
 def test_database_clock_jumps_back_then_forward(scenario: Scenario) -> None:
     if not scenario.cluster.faketime:
         pytest.skip("libfaketime is not installed (Debian package libfaketime)")
@@ -67,7 +63,7 @@ def test_database_clock_jumps_back_then_forward(scenario: Scenario) -> None:
         time.sleep(3)
         high_water = scenario.one("SELECT max(scheduled_for) FROM pgsched_job_run")
         scenario.cluster.set_clock_offset(-600)
-        wait_until(lambda: db_offset(scenario) < -500, 10, "the database clock to jump back")
+        wait_until(lambda: scenario.clock_offset() < -500, 10, "the database clock to jump back")
         time.sleep(4)
         # nothing planned twice, and nothing planned at all while behind the high-water mark
         assert (
@@ -81,7 +77,7 @@ def test_database_clock_jumps_back_then_forward(scenario: Scenario) -> None:
         violations = scenario.check(allow_overlap=True)
         assert not violations, "\n".join(map(str, violations[:20]))
         scenario.cluster.set_clock_offset(3600)
-        wait_until(lambda: db_offset(scenario) > 3500, 10, "the database clock to jump forward")
+        wait_until(lambda: scenario.clock_offset() > 3500, 10, "the database clock to jump forward")
         time.sleep(5)
         scenario.settle(timeout=60, grace=10)
         assert scenario.fleet.stop_all() == [0, 0], scenario.fleet.logs()
