@@ -25,8 +25,8 @@ def main(argv: list[str]) -> int:
     import django
 
     django.setup()
-    from django_pgsched import timetable
-    from django_pgsched.planner import Planner, _Row
+    from django_pgsched.engine.planner import Planner, _Row
+    from django_pgsched.timing import timetable
 
     planner = Planner()
     now = datetime.now(UTC)

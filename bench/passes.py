@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         django.setup()
         from django.core.management import call_command
 
-        from django_pgsched import executor as executor_module
+        from django_pgsched.engine import executor as executor_module
 
         from . import fixtures
 

@@ -29,8 +29,8 @@ def main(argv: list[str]) -> int:
     import django
 
     django.setup()
-    from django_pgsched import db
-    from django_pgsched.planner import Planner
+    from django_pgsched.engine import db
+    from django_pgsched.engine.planner import Planner
 
     planner = Planner(batch=args.batch)
     decide_seconds = 0.0

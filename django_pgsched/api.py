@@ -13,8 +13,9 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
-from . import db, events, queries
+from . import events
 from .conf import get_settings
+from .engine import db, queries
 from .models import JobRun, RunStatus, Schedule, ScheduleStatus, db_now
 from .payload import validate_kwargs
 from .registry import require_job, validate_max_attempts, validate_queue, validate_timeout

@@ -10,6 +10,7 @@ class PgSchedConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks, registry  # noqa: F401  (registers system checks)
+        from . import registry
+        from .ops import checks  # noqa: F401  (registers the system checks)
 
         registry.autodiscover()

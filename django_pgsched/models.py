@@ -17,10 +17,10 @@ from django.core.exceptions import ValidationError
 from django.db import connections, models
 from django.db.models.functions import Now
 
-from . import timetable
 from .conf import get_settings
 from .payload import validate_kwargs
 from .registry import require_job, validate_max_attempts, validate_queue, validate_timeout
+from .timing import timetable
 
 # the columns that define a schedule's lattice of occurrences
 LATTICE_FIELDS = ("cron", "interval", "anchor")

@@ -17,8 +17,8 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 
-from .. import describe
 from ..models import Attempt, JobRun, Schedule
+from ..timing import describe
 
 ACTION_LIMIT = 1000  # rows one bulk action handles
 TIME = "%Y-%m-%d %H:%M:%S"

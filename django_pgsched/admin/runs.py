@@ -25,10 +25,11 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from .. import api, describe
+from .. import api
 from ..conf import get_settings
 from ..models import CLAIMABLE_STATUSES, Attempt, JobRun, RunStatus, Schedule, db_now
 from ..registry import all_jobs
+from ..timing import describe
 from .common import (
     ACTION_LIMIT,
     AttemptInlineBase,

@@ -23,11 +23,11 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
-from .. import api, describe, timetable
+from .. import api
 from ..conf import get_settings
-from ..forms import EDITABLE_FIELDS, ScheduleForm
 from ..models import Schedule, ScheduleStatus, db_now
 from ..registry import all_jobs
+from ..timing import describe, timetable
 from .common import (
     ACTION_LIMIT,
     TIME,
@@ -39,6 +39,7 @@ from .common import (
     target,
     utc,
 )
+from .forms import EDITABLE_FIELDS, ScheduleForm
 
 RECENT_RUNS = 10  # cells in a schedule's strip
 

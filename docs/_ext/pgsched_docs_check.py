@@ -87,7 +87,7 @@ def check_settings(text: str, warn: Callable[[str], None]) -> None:
 def check_checks(text: str, warn: Callable[[str], None]) -> None:
     import inspect
 
-    from django_pgsched import checks
+    from django_pgsched.ops import checks
 
     emitted = set(re.findall(r'id="(pgsched\.[EW]\d{3})"', inspect.getsource(checks)))
     documented = set(re.findall(r"^## `(pgsched\.[EW]\d{3})`", text, flags=re.MULTILINE))
@@ -112,7 +112,7 @@ def check_metrics(text: str, warn: Callable[[str], None]) -> None:
 
     from prometheus_client import CollectorRegistry
 
-    from django_pgsched import metrics
+    from django_pgsched.ops import metrics
 
     expected: dict[str, tuple[str, set[str]]] = {}
     for value in vars(metrics.Metrics(CollectorRegistry())).values():
@@ -182,13 +182,13 @@ def _signals() -> list[str]:
 
 
 def _nicknames() -> list[str]:
-    from django_pgsched import cron
+    from django_pgsched.timing import cron
 
     return list(cron._NICKNAMES)
 
 
 def check_statements(text: str, warn: Callable[[str], None]) -> None:
-    from django_pgsched import queries
+    from django_pgsched.engine import queries
 
     named = set(queries.names())
     rows = set(re.findall(r"^\| `([a-z_]+)` \|", text, flags=re.MULTILINE))

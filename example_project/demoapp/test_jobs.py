@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from django_pgsched import RunContext, enqueue
-from django_pgsched.executor import Executor
+from django_pgsched.engine.executor import Executor
+from django_pgsched.engine.planner import Planner
 from django_pgsched.models import Attempt, JobRun, Schedule
-from django_pgsched.planner import Planner
 
 from .jobs import greet, slow_report
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from django_pgsched import timetable
+from django_pgsched.timing import timetable
 from tests.browser.conftest import (
     DOCS_SCREENSHOTS,
     PASSWORD,

@@ -28,7 +28,7 @@ from typing import Any
 
 import psycopg
 
-from django_pgsched import timetable
+from django_pgsched.timing import timetable
 
 TERMINAL = ("succeeded", "failed", "cancelled")
 UNIQUE_INDEX = "pgsched_one_run_per_occurrence"

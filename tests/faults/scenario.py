@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from django_pgsched import timetable
+from django_pgsched.timing import timetable
 
 from . import invariants
 from .cluster import Cluster

@@ -19,8 +19,8 @@ from django.test import override_settings
 
 from django_pgsched import enqueue
 from django_pgsched.models import Schedule
+from django_pgsched.ops.sync import build, sync_schedules
 from django_pgsched.payload import validate_kwargs
-from django_pgsched.sync import build, sync_schedules
 
 pytestmark = pytest.mark.faults
 

@@ -20,8 +20,8 @@ from django.core.exceptions import ValidationError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from django_pgsched import timetable
 from django_pgsched.payload import validate_kwargs
+from django_pgsched.timing import timetable
 
 from .cluster import Cluster
 

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from django_pgsched import timetable
+from django_pgsched.timing import timetable
 
 from .harness import wait_until
 from .invariants import Expectation, check_metrics, check_policy

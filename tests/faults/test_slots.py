@@ -57,14 +57,27 @@ def test_a_thawed_replica_never_holds_more_live_leases_than_slots(scenario: Scen
     # witness: a gave the old runs up, and the database still showed them as a's (nobody reaped)
     assert a.log().count("lease no longer trusted; abandoning it") == 2, a.log()[-2000:]
     assert [scenario.run_state(r)[:2] for r in old] == [("running", 1), ("running", 1)]
-    # the old jobs' threads ended before the new runs started: a slot is a thread
-    ends = scenario.sql(
-        "SELECT max(at) FROM testapp_ledger WHERE run_id = ANY(%s) AND phase = 'end'", [old]
-    )[0][0]
-    starts = scenario.sql(
+    # a slot is a thread: a new run starts only once an old job's thread has ended, so
+    # at no instant do more jobs run on a than it has slots (the two old threads end a
+    # few milliseconds apart, and the first slot they free may be reused at once)
+    events = scenario.sql(
+        "SELECT at, phase FROM testapp_ledger WHERE run_id = ANY(%s) AND phase IN ('start', 'end')"
+        " ORDER BY at, phase = 'start'",  # an end before a start at the same instant
+        [old + new],
+    )
+    assert len(events) == 8, events
+    running = peak = 0
+    for _at, phase in events:
+        running += 1 if phase == "start" else -1
+        peak = max(peak, running)
+    assert peak == 2, events
+    first_new_start = scenario.sql(
         "SELECT min(at) FROM testapp_ledger WHERE run_id = ANY(%s) AND phase = 'start'", [new]
     )[0][0]
-    assert ends <= starts, (ends, starts)
+    first_old_end = scenario.sql(
+        "SELECT min(at) FROM testapp_ledger WHERE run_id = ANY(%s) AND phase = 'end'", [old]
+    )[0][0]
+    assert first_old_end <= first_new_start, (first_old_end, first_new_start)
     scenario.start("reaper", args=["--loops", "maintenance"])
     wait_until(
         lambda: all(scenario.attempts(r)[:1] == ["lost"] for r in old), 20, "the reaper to recover"

@@ -24,12 +24,13 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from django_pgsched import api, describe, enqueue, events, timetable
+from django_pgsched import api, enqueue, events
 from django_pgsched.admin.common import BoundedCountPaginator
 from django_pgsched.admin.runs import JobRunAdmin
 from django_pgsched.admin.schedules import RECENT_RUNS_SQL
-from django_pgsched.executor import Executor
+from django_pgsched.engine.executor import Executor
 from django_pgsched.models import Attempt, JobRun, Schedule, db_now
+from django_pgsched.timing import describe, timetable
 from tests.conftest import seconds
 from tests.testapp import jobs
 

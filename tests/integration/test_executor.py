@@ -11,11 +11,12 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
-from django_pgsched import db as db_module
-from django_pgsched import enqueue, queries
-from django_pgsched import executor as executor_module
-from django_pgsched.executor import Executor, Outcome
-from django_pgsched.maintenance import Reaper, Retention
+from django_pgsched import enqueue
+from django_pgsched.engine import db as db_module
+from django_pgsched.engine import executor as executor_module
+from django_pgsched.engine import queries
+from django_pgsched.engine.executor import Executor, Outcome
+from django_pgsched.engine.maintenance import Reaper, Retention
 from django_pgsched.models import Attempt, JobRun
 from tests.conftest import seconds
 from tests.testapp import jobs

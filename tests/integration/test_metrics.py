@@ -10,12 +10,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from django_pgsched import enqueue
-from django_pgsched.executor import Executor
-from django_pgsched.maintenance import Reaper
-from django_pgsched.metrics import DatabaseCollector, Metrics, make_server
+from django_pgsched.engine.executor import Executor
+from django_pgsched.engine.maintenance import Reaper
+from django_pgsched.engine.planner import Planner
+from django_pgsched.engine.runner import Runner
 from django_pgsched.models import JobRun, Schedule
-from django_pgsched.planner import Planner
-from django_pgsched.runner import Runner
+from django_pgsched.ops.metrics import DatabaseCollector, Metrics, make_server
 from tests.conftest import at
 
 T = at("2026-03-01 12:00:00")

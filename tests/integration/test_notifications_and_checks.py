@@ -11,9 +11,9 @@ from django.core import checks
 from django.db import connection
 from django.test import override_settings
 
+from django_pgsched.engine.notifications import Listener
+from django_pgsched.engine.planner import Planner
 from django_pgsched.models import Schedule
-from django_pgsched.notifications import Listener
-from django_pgsched.planner import Planner
 from tests.conftest import at, dsn
 
 T = at("2026-03-01 12:00:00")
@@ -136,7 +136,7 @@ def test_router_sending_reads_elsewhere_is_an_error():
 
 
 def test_the_scheduler_sessions_carry_their_timeouts(db):
-    from django_pgsched import db as pgsched_db
+    from django_pgsched.engine import db as pgsched_db
 
     Planner().run_once(now=T)  # opens and configures this thread's session
     with connection.cursor() as cursor:

@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
+from django_pgsched.engine.planner import Planner
 from django_pgsched.models import JobRun, Schedule, ScheduleStatus
-from django_pgsched.planner import Planner
 from tests.conftest import at, seconds
 
 T = at("2026-03-01 12:00:00")
@@ -235,7 +235,7 @@ def test_two_planners_racing_over_one_window_create_each_occurrence_once(transac
 def test_planner_claim_uses_the_due_index(db):
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
-        from django_pgsched import queries
+        from django_pgsched.engine import queries
 
         cursor.execute(
             "EXPLAIN " + queries.get("planner_claim"),

@@ -13,7 +13,7 @@ from django.db import IntegrityError, connection, transaction
 
 from django_pgsched import enqueue
 from django_pgsched.models import JobRun, Schedule
-from django_pgsched.sync import sync_schedules
+from django_pgsched.ops.sync import sync_schedules
 from tests.conftest import at
 
 

@@ -1,4 +1,4 @@
-"""Parsing and validation of cron expressions (django_pgsched.cron). No database."""
+"""Parsing and validation of cron expressions (django_pgsched.timing.cron). No database."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from django_pgsched import timetable
-from django_pgsched.cron import CronFields, parse
-from django_pgsched.timetable import TimetableError
+from django_pgsched.timing import timetable
+from django_pgsched.timing.cron import CronFields, parse
+from django_pgsched.timing.timetable import TimetableError
 
 ALL_SECONDS = frozenset(range(60))
 ALL_HOURS = frozenset(range(24))

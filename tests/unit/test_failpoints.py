@@ -6,7 +6,7 @@ import pytest
 from django.core import checks
 from django.test import override_settings
 
-from django_pgsched import failpoints
+from django_pgsched.engine import failpoints
 
 
 @pytest.fixture

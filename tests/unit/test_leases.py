@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from django_pgsched.leases import Lease
+from django_pgsched.engine.leases import Lease
 
 
 def test_trust_is_measured_from_the_request_and_holding_from_the_answer():

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from django_pgsched import timetable
-from django_pgsched.policies import ceil_second, decide, floor_second, retry_delay
+from django_pgsched.engine.policies import ceil_second, decide, floor_second, retry_delay
+from django_pgsched.timing import timetable
 
 T = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 S = timedelta(seconds=1)

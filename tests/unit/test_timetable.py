@@ -1,4 +1,4 @@
-"""Occurrence arithmetic (django_pgsched.timetable), with cronsim and croniter as oracles.
+"""Occurrence arithmetic (django_pgsched.timing.timetable), with cronsim and croniter as oracles.
 
 cronsim is an independent implementation with the same dialect (6 fields =
 seconds first) and the same Vixie day rule (a day field starting with '*' turns
@@ -18,8 +18,8 @@ from cronsim import CronSim
 from hypothesis import HealthCheck, assume, given, reject, settings
 from hypothesis import strategies as st
 
-from django_pgsched import timetable
-from django_pgsched.timetable import CronTimetable, TimetableError, canonical
+from django_pgsched.timing import timetable
+from django_pgsched.timing.timetable import CronTimetable, TimetableError, canonical
 
 IST = timezone(timedelta(hours=5, minutes=30))
 PST = timezone(timedelta(hours=-8))

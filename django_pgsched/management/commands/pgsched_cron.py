@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from django_pgsched import timetable
+from django_pgsched.timing import timetable
 
 
 def aware(value: str) -> datetime:

@@ -8,7 +8,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from django_pgsched.sync import sync_schedules
+from django_pgsched.ops.sync import sync_schedules
 
 
 class Command(BaseCommand):

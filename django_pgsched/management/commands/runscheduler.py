@@ -13,8 +13,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from django_pgsched.conf import get_settings
-from django_pgsched.runner import LOOPS, Runner
-from django_pgsched.sync import sync_schedules
+from django_pgsched.engine.runner import LOOPS, Runner
+from django_pgsched.ops.sync import sync_schedules
 
 logger = logging.getLogger("django_pgsched")
 
@@ -107,7 +107,7 @@ class Command(BaseCommand):
         if not options["no_sync"]:
             self._sync(runner)
         if options["metrics_port"]:
-            from django_pgsched.metrics import serve
+            from django_pgsched.ops.metrics import serve
 
             serve(options["metrics_port"], runner)
         runner.run()

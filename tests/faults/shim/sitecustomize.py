@@ -27,7 +27,7 @@ def _skew(seconds: float) -> None:
 def _no_fencing() -> None:
     import functools
 
-    from django_pgsched import queries
+    from django_pgsched.engine import queries
 
     original = queries._load.__wrapped__
 
@@ -45,7 +45,7 @@ def _no_fencing() -> None:
 
 
 def _no_slots() -> None:
-    from django_pgsched.executor import Executor
+    from django_pgsched.engine.executor import Executor
 
     Executor.idle_slots = lambda self: self.concurrency  # type: ignore[method-assign]
 

@@ -17,10 +17,10 @@ from typing import Any
 
 from django.db import close_old_connections
 
+from ..context import RunContext
+from ..registry import get_job
 from . import failpoints
-from .context import RunContext
 from .leases import Lease
-from .registry import get_job
 
 logger = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from django import forms
 
-from .models import DEFINITION_FIELDS, Schedule
-from .registry import all_jobs
+from ..models import DEFINITION_FIELDS, Schedule
+from ..registry import all_jobs
 
 EDITABLE_FIELDS = ("name", *DEFINITION_FIELDS)
 

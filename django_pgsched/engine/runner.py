@@ -22,8 +22,9 @@ from types import FrameType
 
 from django.db import DatabaseError, connections
 
-from . import db, events, failpoints
-from .conf import Settings, get_settings
+from .. import events
+from ..conf import Settings, get_settings
+from . import db, failpoints
 from .executor import Executor
 from .maintenance import Reaper, Retention
 from .notifications import SCHEDULE_CHANNEL, WAIT_CHANNEL, Listener

@@ -31,7 +31,7 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import connections, router
 
-from .conf import Settings, get_settings
+from ..conf import Settings, get_settings
 
 
 def _settings() -> tuple[Settings | None, list[checks.CheckMessage]]:
@@ -126,7 +126,7 @@ def check_settings(
 
 
 def _check_failpoints() -> list[checks.CheckMessage]:
-    from . import failpoints
+    from ..engine import failpoints
 
     if failpoints.enabled() and not django_settings.DEBUG:
         return [
@@ -153,7 +153,7 @@ def _check_schedules() -> list[checks.CheckMessage]:
 
 
 def _check_routers(s: Settings) -> list[checks.CheckMessage]:
-    from .models import Attempt, JobRun, Schedule
+    from ..models import Attempt, JobRun, Schedule
 
     messages: list[checks.CheckMessage] = []
     for model in (Schedule, JobRun, Attempt):

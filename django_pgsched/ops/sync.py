@@ -18,8 +18,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from .conf import get_settings
-from .models import DEFINITION_FIELDS, Schedule
+from ..conf import get_settings
+from ..models import DEFINITION_FIELDS, Schedule
 
 SYNCED_FIELDS = DEFINITION_FIELDS
 SOURCE = "settings"

@@ -7,7 +7,7 @@ and can serve as a unique key. Inputs must be aware datetimes in any offset
 (naive ones raise ``ValueError``) and may carry microseconds: ``next_after`` of
 12:00:00.5 for a per-second cron is 12:00:01.
 
-**Cron** (:func:`cron`, syntax in :mod:`django_pgsched.cron`): an instant
+**Cron** (:func:`cron`, syntax in :mod:`django_pgsched.timing.cron`): an instant
 matches when its second, minute, hour and month are in their sets and its day
 matches. Day matching follows Vixie cron (also Debian cron, cronie and cronsim):
 
@@ -46,12 +46,12 @@ from bisect import bisect_left, bisect_right
 from calendar import isleap
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING, ClassVar, NoReturn
+from typing import ClassVar, NoReturn
 
-if TYPE_CHECKING:
-    from django_pgsched.cron import CronFields
+from .cron import CronFields, parse
+from .errors import MAX_CRON_LENGTH as MAX_CRON_LENGTH
+from .errors import TimetableError as TimetableError
 
-MAX_CRON_LENGTH = 128
 MIN_INTERVAL = timedelta(seconds=1)
 MAX_INTERVAL = timedelta(days=366)
 
@@ -59,19 +59,6 @@ _DAY = 86_400
 _MAX_ORDINAL = date.max.toordinal()
 _LENGTHS = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _Pos = tuple[int, int, int, int]  # (year, month, day, second of day)
-
-
-class TimetableError(ValueError):
-    """An invalid cron, interval or anchor, or a result outside years 1 to 9999.
-
-    ``field`` is ``"cron"``, ``"interval"`` or ``"anchor"``; ``code`` is stable.
-    """
-
-    def __init__(self, field: str, code: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.code = code
-        self.message = message
 
 
 def canonical(t: datetime) -> datetime:
@@ -377,8 +364,6 @@ class IntervalTimetable(Timetable):
 
 @functools.lru_cache(maxsize=4096)
 def _cron(expression: str) -> CronTimetable:
-    from django_pgsched.cron import parse  # cron.py imports TimetableError from here
-
     return CronTimetable(parse(expression))
 
 

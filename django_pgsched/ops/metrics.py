@@ -23,11 +23,11 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from . import events
-from .conf import get_settings
+from .. import events
+from ..conf import get_settings
 
 if TYPE_CHECKING:
-    from .runner import Runner
+    from ..engine.runner import Runner
 
 logger = logging.getLogger(__name__)
 

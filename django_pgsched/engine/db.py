@@ -22,8 +22,8 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.postgresql.base import ServerBindingCursor
 
+from ..conf import Settings, get_settings
 from . import queries
-from .conf import Settings, get_settings
 
 logger = logging.getLogger(__name__)
 

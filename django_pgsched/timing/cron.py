@@ -15,7 +15,7 @@ The dialect (all times UTC):
 * Nicknames ``@yearly @annually @monthly @weekly @daily @midnight @hourly``.
 * Runs of spaces between fields and leading/trailing spaces are collapsed.
 
-Everything else is rejected with a :class:`~django_pgsched.timetable.TimetableError`
+Everything else is rejected with a :class:`~django_pgsched.timing.timetable.TimetableError`
 (``field="cron"``, a stable ``code`` and a message starting ``"cron: "`` that names
 the field and the value) *before* croniter sees the text, because croniter is lax
 exactly where a scheduler must be strict: it expands huge ranges, accepts
@@ -24,7 +24,7 @@ The validated text is rewritten into a canonical numeric form that croniter
 expands; the result is a :class:`CronFields` of plain value sets.
 
 A field is *restricted* when its text does not start with ``*`` (Vixie cron's
-rule). :mod:`django_pgsched.timetable` explains how the two day fields combine.
+rule). :mod:`django_pgsched.timing.timetable` explains how the two day fields combine.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import NamedTuple, NoReturn
 
 from croniter import CroniterError, croniter
 
-from django_pgsched.timetable import MAX_CRON_LENGTH, TimetableError
+from .errors import MAX_CRON_LENGTH, TimetableError
 
 __all__ = ["CronFields", "parse"]
 

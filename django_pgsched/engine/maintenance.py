@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from . import db, events, failpoints
-from .conf import Settings, get_settings
+from .. import events
+from ..conf import Settings, get_settings
+from . import db, failpoints
 from .policies import retry_delay
 
 logger = logging.getLogger(__name__)

@@ -29,10 +29,12 @@ from typing import Any
 from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import db, events, failpoints, timetable
-from .conf import Settings, get_settings
+from .. import events
+from ..conf import Settings, get_settings
+from ..registry import get_job
+from ..timing import timetable
+from . import db, failpoints
 from .policies import Decision, decide
-from .registry import get_job
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ about our dialect are fixed here:
   A 6-field expression at one time of day reads with its seconds
   (``0 30 9 * * MON-FRI``: "At 09:30:00 AM, Monday through Friday"); a
   5-field one without them.
-* **Vixie's day rule** (see :mod:`django_pgsched.timetable`): when both day
+* **Vixie's day rule** (see :mod:`django_pgsched.timing.timetable`): when both day
   fields are restricted (neither starts with ``*``), a day matches if *either*
   matches; otherwise *both* must. cron-descriptor decides by ``!= "*"``
   instead, so ``0 0 */2 * MON`` would read "or on Monday". When both day

@@ -42,13 +42,14 @@ from typing import Any
 
 from django.db import DatabaseError, InterfaceError, OperationalError
 
-from . import db, events, failpoints
+from .. import events
+from ..conf import Settings, get_settings
+from ..context import RunContext
+from ..registry import all_jobs
+from . import db, failpoints
 from .claims import Claim, Outcome, clean_text, invoke
-from .conf import Settings, get_settings
-from .context import RunContext
 from .leases import Lease
 from .policies import retry_delay
-from .registry import all_jobs
 
 logger = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 
 from django.db import DatabaseError, connections
 
+from ..conf import get_settings
 from . import db
-from .conf import get_settings
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Policies as pure functions: misfire (which due occurrences become runs) and retry backoff.
 
-Pure functions over a :class:`~django_pgsched.timetable.Timetable`; the planner
+Pure functions over a :class:`~django_pgsched.timing.timetable.Timetable`; the planner
 calls :func:`decide` once per distinct (lattice, from-time) in a batch.
 
 Given the database time ``now``, the due occurrences of a schedule are
@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from .timetable import Timetable
+from ..timing.timetable import Timetable
 
 SECOND = timedelta(seconds=1)
 POLICIES = ("skip", "latest", "catch_up")
