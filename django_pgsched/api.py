@@ -19,6 +19,7 @@ from .engine import db, queries
 from .models import JobRun, RunStatus, Schedule, ScheduleStatus, db_now
 from .payload import validate_kwargs
 from .registry import require_job, validate_max_attempts, validate_queue, validate_timeout
+from .tenants import validate_tenant
 
 #: The statuses :func:`retry_run` accepts.
 RETRYABLE = (RunStatus.FAILED, RunStatus.CANCELLED)
@@ -40,13 +41,15 @@ def enqueue(
     idempotency_key: str | None = None,
     schedule_name: str | None = None,
     note: str = "",
+    tenant: str = "",
     using: str | None = None,
 ) -> JobRun:
     """Create a one-off run of a registered job, due at ``run_at`` (default: now).
 
     With an ``idempotency_key`` that already exists, the existing run is
-    returned and nothing is created. Executors are woken when the surrounding
-    transaction commits.
+    returned and nothing is created. ``tenant`` says whose run it is (empty: no
+    tenant; see :mod:`django_pgsched.history`). Executors are woken when the
+    surrounding transaction commits.
     """
     settings = get_settings()
     alias = using or settings.DATABASE_ALIAS
@@ -71,6 +74,10 @@ def enqueue(
                 validator(value)
             except ValidationError as exc:
                 errors[field] = exc.messages
+    try:
+        validate_tenant(tenant)
+    except ValidationError as exc:
+        errors["tenant"] = exc.messages
     if idempotency_key is not None and (
         not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key) <= 200
     ):
@@ -93,6 +100,7 @@ def enqueue(
         max_attempts=max_attempts or spec.max_attempts or settings.DEFAULT_MAX_ATTEMPTS,
         timeout=timeout or spec.timeout or settings.DEFAULT_TIMEOUT,
         note=note,
+        tenant=tenant,
     )
     try:
         with transaction.atomic(using=alias):
@@ -119,6 +127,7 @@ def run_schedule_now(schedule: Schedule, *, note: str = "", using: str | None = 
         timeout=schedule.timeout,
         schedule_name=schedule.name,
         note=note or "run now",
+        tenant=schedule.tenant,
         using=using,
     )
 
@@ -227,5 +236,6 @@ def retry_run(run: JobRun, *, note: str = "") -> tuple[JobRun, bool]:
         idempotency_key=key,
         schedule_name=run.schedule_name,
         note=f"retry of run {run.pk}" + (f" {note}" if note else ""),
+        tenant=run.tenant,
     )
     return new, True

@@ -20,6 +20,8 @@ from django.db.models.functions import Now
 from .conf import get_settings
 from .payload import validate_kwargs
 from .registry import require_job, validate_max_attempts, validate_queue, validate_timeout
+from .tenants import MAX_LENGTH as TENANT_MAX_LENGTH
+from .tenants import validate_tenant
 from .timing import timetable
 
 # the columns that define a schedule's lattice of occurrences
@@ -37,6 +39,7 @@ DEFINITION_FIELDS = (
     "max_attempts",
     "timeout",
     "queue",
+    "tenant",
 )
 
 
@@ -144,6 +147,13 @@ class Schedule(models.Model):
     timeout = models.DurationField(null=True, blank=True, help_text="Empty: the job's default.")
     queue = models.CharField(
         max_length=100, null=True, blank=True, help_text="Empty: the job's default."
+    )
+    tenant = models.CharField(
+        max_length=TENANT_MAX_LENGTH,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Whose schedule this is (empty: no tenant). Its runs carry it too.",
     )
     source = models.CharField(
         max_length=16,
@@ -323,6 +333,10 @@ class Schedule(models.Model):
                     f"got {self.misfire_grace!r}"
                 ),
             )
+        try:
+            validate_tenant(self.tenant)
+        except ValidationError as exc:
+            add("tenant", exc)
         for field, validator in (
             ("max_attempts", validate_max_attempts),
             ("timeout", validate_timeout),
@@ -422,6 +436,13 @@ class JobRun(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     note = models.TextField(blank=True, default="", db_default="")
+    tenant = models.CharField(
+        max_length=TENANT_MAX_LENGTH,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Whose run this is (empty: no tenant); copied from the schedule when planned.",
+    )
     created_at = models.DateTimeField(db_default=Now(), editable=False)
 
     objects: ClassVar[JobRunQuerySet] = JobRunQuerySet.as_manager()  # type: ignore[assignment]

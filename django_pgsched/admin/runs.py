@@ -35,6 +35,7 @@ from .common import (
     AttemptInlineBase,
     BoundedCountPaginator,
     JobRunAdminBase,
+    TenantFilter,
     badge,
     by_whom,
     post_only,
@@ -193,14 +194,17 @@ class JobRunAdmin(JobRunAdminBase):
         "lease",
     )
     list_display_links = ("id",)
-    list_filter = ("status", RunScheduleFilter, RunQueueFilter)
+    list_filter = ("status", RunScheduleFilter, RunQueueFilter, TenantFilter)
     sortable_by = ("id", "scheduled")
     search_fields = ("idempotency_key",)  # see get_search_results: exact matches only
     search_help_text = "A run id or an idempotency key (exact)."
     actions = ("retry_selected", "cancel_selected")
     inlines = (AttemptInline,)
     fieldsets = (
-        (None, {"fields": ("state", "schedule_column", "job", "arguments", "queue", "note")}),
+        (
+            None,
+            {"fields": ("state", "schedule_column", "tenant", "job", "arguments", "queue", "note")},
+        ),
         (
             "Timing (UTC)",
             {"fields": ("scheduled", "due", "started", "finished", "late_by", "took")},

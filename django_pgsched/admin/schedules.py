@@ -33,6 +33,7 @@ from .common import (
     TIME,
     BoundedCountPaginator,
     ScheduleAdminBase,
+    TenantFilter,
     badge,
     by_whom,
     post_only,
@@ -146,7 +147,7 @@ class ScheduleAdmin(ScheduleAdminBase):
         "skipped",
         "runs",
     )
-    list_filter = ("status", JobFilter, "misfire_policy", SourceFilter)
+    list_filter = ("status", JobFilter, "misfire_policy", SourceFilter, TenantFilter)
     search_fields = ("name", "job", "cron")
     search_help_text = "Name, job or cron expression contains…"
     sortable_by = ("name", "job", "state", "next_fire", "last_fire", "skipped")
@@ -164,7 +165,7 @@ class ScheduleAdmin(ScheduleAdminBase):
         "updated_at",
     )
     fieldsets = (
-        (None, {"fields": ("name", "job", "kwargs")}),
+        (None, {"fields": ("name", "job", "kwargs", "tenant")}),
         ("When (UTC)", {"fields": ("cron", "interval", "anchor", "preview")}),
         (
             "Missed occurrences",

@@ -54,12 +54,12 @@ occurrence AS (
 inserted AS (
     INSERT INTO pgsched_job_run
            (schedule_id, schedule_name, scheduled_for, idempotency_key, job, kwargs, queue, status,
-            fire_after, attempts, max_attempts, timeout, note)
+            fire_after, attempts, max_attempts, timeout, note, tenant)
     SELECT s.id, s.name, o.scheduled_for,
            'pgsched:' || s.id || ':'
                || to_char(o.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
            s.job, s.kwargs, coalesce(s.queue, d.queue), 'pending', o.scheduled_for, 0,
-           coalesce(s.max_attempts, d.max_attempts), coalesce(s.timeout, d.timeout), ''
+           coalesce(s.max_attempts, d.max_attempts), coalesce(s.timeout, d.timeout), '', s.tenant
       FROM occurrence o
       JOIN pgsched_schedule s ON s.id = o.schedule_id
       JOIN job_default d ON d.job = s.job

@@ -20,6 +20,7 @@ from django.db import IntegrityError, transaction
 
 from ..conf import get_settings
 from ..models import DEFINITION_FIELDS, Schedule
+from ..tenants import validate_tenant
 
 SYNCED_FIELDS = DEFINITION_FIELDS
 SOURCE = "settings"
@@ -58,6 +59,11 @@ def build(name: str, options: Mapping[str, Any]) -> Schedule:
             f"SCHEDULES[{name!r}]: unknown option(s) {', '.join(unknown)}; "
             f"allowed: {', '.join(SYNCED_FIELDS)}"
         )
+    if "tenant" in options:  # full_clean() would turn a number into its text
+        try:
+            validate_tenant(options["tenant"])
+        except ValidationError as exc:
+            raise ValidationError(f"SCHEDULES[{name!r}]: {'; '.join(exc.messages)}") from None
     values: dict[str, Any] = {"name": name, "source": SOURCE, "kwargs": {}}
     values.update(options)
     for key in ("interval", "misfire_grace", "timeout"):
