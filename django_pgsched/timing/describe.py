@@ -46,7 +46,13 @@ _WORDS = {86_400: "day", 3_600: "hour", 60: "minute", 1: "second"}
 
 def _options() -> Options:
     # an explicit locale: the autodetected one warns when the system has none
-    return Options(locale_code="en_US", casing_type=CasingTypeEnum.Sentence)
+    try:
+        return Options(locale_code="en_US", casing_type=CasingTypeEnum.Sentence)
+    except TypeError:  # cron-descriptor 1.x, as django-celery-beat 2.9 (<2.0) installs it
+        options = Options()
+        options.locale_code = "en_US"
+        options.casing_type = CasingTypeEnum.Sentence
+        return options
 
 
 @functools.lru_cache(maxsize=2048)
