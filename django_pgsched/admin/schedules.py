@@ -126,7 +126,11 @@ class SourceFilter(admin.SimpleListFilter):
     parameter_name = "source"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("database", "the admin or code"), ("settings", "settings")]
+        return [
+            ("database", "the admin or code"),
+            ("settings", "settings"),
+            ("celery_beat", "imported from celery beat"),
+        ]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         return queryset.filter(source=self.value()) if self.value() else queryset

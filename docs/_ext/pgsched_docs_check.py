@@ -42,7 +42,7 @@ DJANGO_OPTIONS = {
     "--force-color",
     "--skip-checks",
 }
-COMMANDS = ("runscheduler", "pgsched_sync", "pgsched_cron", "pgsched_run")
+COMMANDS = ("runscheduler", "pgsched_sync", "pgsched_cron", "pgsched_run", "pgsched_import_beat")
 
 
 def _sections(text: str, level: str) -> dict[str, str]:

@@ -1,0 +1,1 @@
+"""Importers of other schedulers' schedules: :mod:`.celery_beat` (django-celery-beat)."""
