@@ -26,6 +26,7 @@ def main(argv: list[str]) -> int:
 
     django.setup()
     from django_pgsched.engine.planner import Planner, _Row
+    from django_pgsched.engine.rows import DueSchedule
     from django_pgsched.timing import timetable
 
     planner = Planner()
@@ -33,10 +34,12 @@ def main(argv: list[str]) -> int:
     top = now.replace(minute=0, second=0, microsecond=0)
 
     def row(i: int) -> _Row:
-        return _Row(
-            i, f"s{i}", "tests.noop", "0 * * * *", None, None, top,
-            "latest", 10, None, None, None, None,
+        due = DueSchedule(
+            db_now=now, id=i, name=f"s{i}", job="tests.noop", cron="0 * * * *", interval=None,
+            anchor=None, next_fire_at=top, misfire_policy="latest", catch_up_limit=10,
+            misfire_grace=None, max_attempts=None, timeout=None, queue=None,
         )  # fmt: skip
+        return _Row(due, i)
 
     rows = [row(i) for i in range(count)]
     out: dict[str, Any] = {"schedules": count}

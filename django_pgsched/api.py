@@ -16,18 +16,25 @@ from django.utils import timezone
 from . import events
 from .conf import get_settings
 from .engine import db, queries
-from .models import JobRun, RunStatus, Schedule, ScheduleStatus, db_now
+from .models import JobRun, Schedule, db_now
 from .payload import validate_kwargs
-from .registry import require_job, validate_max_attempts, validate_queue, validate_timeout
+from .registry import (
+    job_defaults,
+    require_job,
+    validate_max_attempts,
+    validate_queue,
+    validate_timeout,
+)
+from .statuses import RETRYABLE_STATUSES, RunStatus, ScheduleStatus
 from .tenants import validate_tenant
 
 #: The statuses :func:`retry_run` accepts.
-RETRYABLE = (RunStatus.FAILED, RunStatus.CANCELLED)
+RETRYABLE = RETRYABLE_STATUSES
 
 
 def _notify(using: str, payload: str) -> None:
     with connections[using].cursor() as cursor:
-        cursor.execute(queries.get("wake_executors"), {"payload": payload})
+        cursor.execute(queries.WAKE_EXECUTORS.sql, {"payload": payload})
 
 
 def enqueue(
@@ -86,6 +93,7 @@ def enqueue(
         raise ValidationError(errors)
 
     fire_after = run_at.astimezone(UTC) if run_at is not None else db_now(alias)
+    defaults = job_defaults(spec, settings)
     run = JobRun(
         schedule=None,
         schedule_name=schedule_name,
@@ -93,12 +101,12 @@ def enqueue(
         idempotency_key=idempotency_key or f"pgsched:once:{uuid.uuid4()}",
         job=spec.name,
         kwargs=clean_kwargs,
-        queue=queue or spec.queue or settings.DEFAULT_QUEUE,
+        queue=queue or defaults.queue,
         status=RunStatus.PENDING,
         fire_after=fire_after,
         attempts=0,
-        max_attempts=max_attempts or spec.max_attempts or settings.DEFAULT_MAX_ATTEMPTS,
-        timeout=timeout or spec.timeout or settings.DEFAULT_TIMEOUT,
+        max_attempts=max_attempts or defaults.max_attempts,
+        timeout=timeout or defaults.timeout,
         note=note,
         tenant=tenant,
     )
@@ -188,18 +196,18 @@ def cancel_runs(
         "note": note,
     }
     with transaction.atomic(using=alias):
-        rows = db.fetchall(connections[alias], "cancel_runs", params)
-        for pk, was, job, queue, attempt in rows:
-            result.cancelled.append(pk)
-            if was == RunStatus.RUNNING:
-                result.interrupted.append(pk)
+        rows = db.fetch(connections[alias], queries.CANCEL_RUNS, params)
+        for row in rows:
+            result.cancelled.append(row.id)
+            if row.was == RunStatus.RUNNING:
+                result.interrupted.append(row.id)
                 finished = partial(
                     events.attempt_finished.send,
                     sender=JobRun,
-                    run_id=pk,
-                    job=job,
-                    queue=queue,
-                    attempt=attempt,
+                    run_id=row.id,
+                    job=row.job,
+                    queue=row.queue,
+                    attempt=row.attempts,
                     outcome=RunStatus.CANCELLED.value,
                     status=RunStatus.CANCELLED.value,
                     duration=0.0,

@@ -20,7 +20,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-MISFIRE_POLICIES = ("skip", "latest", "catch_up")
+from .limits import MAX_ATTEMPTS, MAX_CATCH_UP_LIMIT
+from .statuses import MisfirePolicy
+
+MISFIRE_POLICIES: tuple[str, ...] = tuple(MisfirePolicy.values)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,7 +37,7 @@ class Settings:
     PLANNER_LOOKAHEAD: timedelta = timedelta(seconds=5)
     PLANNER_BATCH: int = 500
     MISFIRE_GRACE: timedelta = timedelta(seconds=60)
-    DEFAULT_MISFIRE_POLICY: str = "latest"
+    DEFAULT_MISFIRE_POLICY: str = MisfirePolicy.LATEST.value
     DEFAULT_CATCH_UP_LIMIT: int = 10
 
     # executor
@@ -147,14 +150,21 @@ def _check_values(s: Settings) -> None:
             f"PGSCHED['DEFAULT_MISFIRE_POLICY']: {s.DEFAULT_MISFIRE_POLICY!r} is not one of "
             f"{', '.join(MISFIRE_POLICIES)}"
         )
-    if not isinstance(s.DEFAULT_MAX_ATTEMPTS, int) or not 1 <= s.DEFAULT_MAX_ATTEMPTS <= 8:
+    if (
+        not isinstance(s.DEFAULT_MAX_ATTEMPTS, int)
+        or not 1 <= s.DEFAULT_MAX_ATTEMPTS <= MAX_ATTEMPTS
+    ):
         raise ImproperlyConfigured(
-            f"PGSCHED['DEFAULT_MAX_ATTEMPTS']: must be an integer from 1 to 8, "
+            f"PGSCHED['DEFAULT_MAX_ATTEMPTS']: must be an integer from 1 to {MAX_ATTEMPTS}, "
             f"got {s.DEFAULT_MAX_ATTEMPTS!r}"
         )
-    if not isinstance(s.DEFAULT_CATCH_UP_LIMIT, int) or not 1 <= s.DEFAULT_CATCH_UP_LIMIT <= 1000:
+    if (
+        not isinstance(s.DEFAULT_CATCH_UP_LIMIT, int)
+        or not 1 <= s.DEFAULT_CATCH_UP_LIMIT <= MAX_CATCH_UP_LIMIT
+    ):
         raise ImproperlyConfigured(
-            f"PGSCHED['DEFAULT_CATCH_UP_LIMIT']: must be an integer from 1 to 1000, "
+            "PGSCHED['DEFAULT_CATCH_UP_LIMIT']: must be an integer from 1 to "
+            f"{MAX_CATCH_UP_LIMIT}, "
             f"got {s.DEFAULT_CATCH_UP_LIMIT!r}"
         )
     if not isinstance(s.LEASE_FACTOR, (int, float)) or isinstance(s.LEASE_FACTOR, bool):

@@ -2,7 +2,7 @@
 
 The database enforces what matters (see the migration for the CHECKs and
 triggers that Django's ``Meta`` cannot express): one run per occurrence,
-exactly one of cron / interval, attempt numbers within 1..8, whole-second
+exactly one of cron / interval, attempt numbers within 1..MAX_ATTEMPTS, whole-second
 occurrence times, and the lease columns consistent with the run's status.
 Validation in :meth:`Schedule.clean` gives readable messages first; the
 constraints are the backstop for raw SQL and ``QuerySet.update()``.
@@ -18,11 +18,37 @@ from django.db import connections, models
 from django.db.models.functions import Now
 
 from .conf import get_settings
+from .limits import MAX_ATTEMPTS, MAX_CATCH_UP_LIMIT, MAX_MISFIRE_GRACE, MIN_TIMEOUT
 from .payload import validate_kwargs
 from .registry import require_job, validate_max_attempts, validate_queue, validate_timeout
+from .statuses import (
+    CLAIMABLE_STATUSES,
+    TERMINAL_STATUSES,
+    UNFINISHED_STATUSES,
+    UNSUCCESSFUL_STATUSES,
+    AttemptStatus,
+    MisfirePolicy,
+    RunStatus,
+    ScheduleStatus,
+)
 from .tenants import MAX_LENGTH as TENANT_MAX_LENGTH
 from .tenants import validate_tenant
 from .timing import timetable
+
+__all__ = [
+    "CLAIMABLE_STATUSES",
+    "TERMINAL_STATUSES",
+    "UNFINISHED_STATUSES",
+    "Attempt",
+    "AttemptStatus",
+    "JobRun",
+    "MisfirePolicy",
+    "Replica",
+    "RunStatus",
+    "Schedule",
+    "ScheduleStatus",
+    "db_now",
+]
 
 # the columns that define a schedule's lattice of occurrences
 LATTICE_FIELDS = ("cron", "interval", "anchor")
@@ -41,39 +67,6 @@ DEFINITION_FIELDS = (
     "queue",
     "tenant",
 )
-
-
-class ScheduleStatus(models.TextChoices):
-    ACTIVE = "active", "active"
-    PAUSED = "paused", "paused"
-    BROKEN = "broken", "broken (see last error)"
-
-
-class MisfirePolicy(models.TextChoices):
-    SKIP = "skip", "skip: run nothing that was missed"
-    LATEST = "latest", "latest: run the most recent missed occurrence"
-    CATCH_UP = "catch_up", "catch up: run up to catch_up_limit missed occurrences"
-
-
-class RunStatus(models.TextChoices):
-    PENDING = "pending", "pending"
-    RUNNING = "running", "running"
-    RETRYING = "retrying", "retrying"
-    SUCCEEDED = "succeeded", "succeeded"
-    FAILED = "failed", "failed"
-    CANCELLED = "cancelled", "cancelled"
-
-
-TERMINAL_STATUSES = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
-CLAIMABLE_STATUSES = (RunStatus.PENDING, RunStatus.RETRYING)
-
-
-class AttemptStatus(models.TextChoices):
-    SUCCEEDED = "succeeded", "succeeded"
-    FAILED = "failed", "failed"
-    TIMED_OUT = "timed_out", "timed out"
-    LOST = "lost", "lost (lease expired)"
-    CANCELLED = "cancelled", "cancelled"
 
 
 def _default_policy() -> str:
@@ -142,7 +135,7 @@ class Schedule(models.Model):
     )
     skipped_occurrences = models.BigIntegerField(default=0, db_default=0)
     max_attempts = models.PositiveSmallIntegerField(
-        null=True, blank=True, help_text="1 to 8. Empty: the job's default."
+        null=True, blank=True, help_text=f"1 to {MAX_ATTEMPTS}. Empty: the job's default."
     )
     timeout = models.DurationField(null=True, blank=True, help_text="Empty: the job's default.")
     queue = models.CharField(
@@ -193,12 +186,12 @@ class Schedule(models.Model):
                 name="pgsched_schedule_policy_valid",
             ),
             models.CheckConstraint(
-                condition=models.Q(catch_up_limit__gte=1, catch_up_limit__lte=1000),
+                condition=models.Q(catch_up_limit__gte=1, catch_up_limit__lte=MAX_CATCH_UP_LIMIT),
                 name="pgsched_schedule_catch_up_limit_range",
             ),
             models.CheckConstraint(
                 condition=models.Q(max_attempts__isnull=True)
-                | models.Q(max_attempts__gte=1, max_attempts__lte=8),
+                | models.Q(max_attempts__gte=1, max_attempts__lte=MAX_ATTEMPTS),
                 name="pgsched_schedule_max_attempts_range",
             ),
             models.CheckConstraint(
@@ -312,24 +305,24 @@ class Schedule(models.Model):
         if (
             not isinstance(self.catch_up_limit, int)
             or isinstance(self.catch_up_limit, bool)
-            or not 1 <= self.catch_up_limit <= 1000
+            or not 1 <= self.catch_up_limit <= MAX_CATCH_UP_LIMIT
         ):
             add(
                 "catch_up_limit",
                 ValidationError(
-                    "catch_up_limit: must be an integer from 1 to 1000, "
+                    f"catch_up_limit: must be an integer from 1 to {MAX_CATCH_UP_LIMIT}, "
                     f"got {self.catch_up_limit!r}"
                 ),
             )
         if self.misfire_grace is not None and (
             not isinstance(self.misfire_grace, timedelta)
             or self.misfire_grace < timedelta(0)
-            or self.misfire_grace > timedelta(days=366)
+            or self.misfire_grace > MAX_MISFIRE_GRACE
         ):
             add(
                 "misfire_grace",
                 ValidationError(
-                    "misfire_grace: must be between 0 seconds and 366 days, "
+                    f"misfire_grace: must be between 0 seconds and {MAX_MISFIRE_GRACE.days} days, "
                     f"got {self.misfire_grace!r}"
                 ),
             )
@@ -422,7 +415,10 @@ class JobRun(models.Model):
     kwargs = models.JSONField(default=dict, db_default={}, blank=True)
     queue = models.CharField(max_length=100)
     status = models.CharField(
-        max_length=16, choices=RunStatus.choices, default=RunStatus.PENDING, db_default="pending"
+        max_length=16,
+        choices=RunStatus.choices,
+        default=RunStatus.PENDING,
+        db_default=RunStatus.PENDING,
     )
     fire_after = models.DateTimeField()
     attempts = models.PositiveSmallIntegerField(default=0, db_default=0)
@@ -470,11 +466,11 @@ class JobRun(models.Model):
                 condition=models.Q(status__in=RunStatus.values), name="pgsched_run_status_valid"
             ),
             models.CheckConstraint(
-                condition=models.Q(attempts__gte=0, attempts__lte=8),
+                condition=models.Q(attempts__gte=0, attempts__lte=MAX_ATTEMPTS),
                 name="pgsched_run_attempts_range",
             ),
             models.CheckConstraint(
-                condition=models.Q(max_attempts__gte=1, max_attempts__lte=8),
+                condition=models.Q(max_attempts__gte=1, max_attempts__lte=MAX_ATTEMPTS),
                 name="pgsched_run_max_attempts_range",
             ),
             models.CheckConstraint(
@@ -482,17 +478,19 @@ class JobRun(models.Model):
                 name="pgsched_run_attempts_within_max",
             ),
             models.CheckConstraint(
-                condition=models.Q(timeout__gte=timedelta(seconds=1)),
+                condition=models.Q(timeout__gte=MIN_TIMEOUT),
                 name="pgsched_run_timeout_positive",
             ),
             # a lease exists exactly while the run is running
             models.CheckConstraint(
                 condition=(
                     models.Q(
-                        status="running", claimed_by__isnull=False, claim_expires_at__isnull=False
+                        status=RunStatus.RUNNING,
+                        claimed_by__isnull=False,
+                        claim_expires_at__isnull=False,
                     )
                     | (
-                        ~models.Q(status="running")
+                        ~models.Q(status=RunStatus.RUNNING)
                         & models.Q(claimed_by__isnull=True, claim_expires_at__isnull=True)
                     )
                 ),
@@ -512,7 +510,7 @@ class JobRun(models.Model):
             ),
             models.Index(
                 fields=("started_at",),
-                condition=models.Q(status="running"),
+                condition=models.Q(status=RunStatus.RUNNING),
                 name="pgsched_run_running_idx",
             ),
             # The admin's run list: its order (-scheduled_for, -id), alone and behind
@@ -523,7 +521,7 @@ class JobRun(models.Model):
             models.Index(fields=("scheduled_for", "id"), name="pgsched_run_recent_idx"),
             models.Index(
                 fields=("scheduled_for", "id"),
-                condition=models.Q(status__in=("failed", "cancelled")),
+                condition=models.Q(status__in=UNSUCCESSFUL_STATUSES),
                 name="pgsched_run_unsuccessful_idx",
             ),
             # By queue: only the queues other than "default" (the dense case, read in
@@ -575,7 +573,7 @@ class Attempt(models.Model):
         constraints = (
             models.UniqueConstraint(fields=("job_run", "number"), name="pgsched_attempt_once"),
             models.CheckConstraint(
-                condition=models.Q(number__gte=1, number__lte=8),
+                condition=models.Q(number__gte=1, number__lte=MAX_ATTEMPTS),
                 name="pgsched_attempt_number_range",
             ),
             models.CheckConstraint(

@@ -13,10 +13,15 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.utils.module_loading import autodiscover_modules
+
+from .limits import MAX_ATTEMPTS, MAX_TIMEOUT, MIN_TIMEOUT
+
+if TYPE_CHECKING:
+    from .conf import Settings
 
 JOB_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:<>\-]{0,199}$")
 QUEUE_RE = re.compile(r"^[A-Za-z0-9_.:\-]{1,100}$")
@@ -62,17 +67,20 @@ def validate_queue(queue: object) -> str:
 def validate_timeout(timeout: object, field: str = "timeout") -> timedelta:
     if not isinstance(timeout, timedelta):
         raise ValidationError(f"{field}: expected a timedelta, got {timeout!r}", code="timeout")
-    if timeout < timedelta(seconds=1) or timeout > timedelta(days=7):
+    if timeout < MIN_TIMEOUT or timeout > MAX_TIMEOUT:
         raise ValidationError(
-            f"{field}: must be between 1 second and 7 days, got {timeout}", code="timeout"
+            f"{field}: must be between {MIN_TIMEOUT.total_seconds():g} second and "
+            f"{MAX_TIMEOUT.days} days, got {timeout}",
+            code="timeout",
         )
     return timeout
 
 
 def validate_max_attempts(value: object, field: str = "max_attempts") -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 8:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_ATTEMPTS:
         raise ValidationError(
-            f"{field}: must be an integer from 1 to 8, got {value!r}", code="max_attempts"
+            f"{field}: must be an integer from 1 to {MAX_ATTEMPTS}, got {value!r}",
+            code="max_attempts",
         )
     return value
 
@@ -163,6 +171,30 @@ def job(
 
 def get_job(name: str) -> JobSpec | None:
     return _registry.get(name)
+
+
+@dataclass(frozen=True)
+class JobDefaults:
+    """What a run of a job gets when its schedule (or ``enqueue()``) leaves it empty."""
+
+    queue: str
+    max_attempts: int
+    timeout: timedelta
+
+
+def job_defaults(job: JobSpec | str | None, settings: Settings) -> JobDefaults:
+    """A job's queue, max_attempts and timeout: its ``@job`` options, else the settings.
+
+    The one place these defaults are resolved: the planner (for a schedule's
+    runs) and ``enqueue()`` (for one-off runs) both ask here. A job that is not
+    registered in this process gets the settings' defaults.
+    """
+    spec = get_job(job) if isinstance(job, str) else job
+    return JobDefaults(
+        queue=(spec.queue if spec else None) or settings.DEFAULT_QUEUE,
+        max_attempts=(spec.max_attempts if spec else None) or settings.DEFAULT_MAX_ATTEMPTS,
+        timeout=(spec.timeout if spec else None) or settings.DEFAULT_TIMEOUT,
+    )
 
 
 def require_job(name: object, field: str = "job") -> JobSpec:

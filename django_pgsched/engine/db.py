@@ -14,9 +14,9 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -26,6 +26,8 @@ from ..conf import Settings, get_settings
 from . import queries
 
 logger = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 _CONFIGURED_ATTR = "_pgsched_session"
 
@@ -106,36 +108,66 @@ def discard(conn: BaseDatabaseWrapper) -> None:
         conn.connection = None
 
 
-def cursor(conn: BaseDatabaseWrapper) -> Any:
+def cursor(conn: BaseDatabaseWrapper, row: Callable[..., Any] | None = None) -> Any:
     """A cursor for the named statements: server-side parameters, prepared after first use.
 
     Django's own cursors bind parameters on the client (the query text carries
     the values), which for the planner's and executor's array parameters costs
     more than the statements themselves. This is a psycopg server-binding
     cursor wrapped the way Django wraps its own, so query logging, execute
-    wrappers and ``assertNumQueries`` still see every statement.
+    wrappers and ``assertNumQueries`` still see every statement. With ``row``,
+    each row is built as ``row(**columns)``, by column name.
     """
     conn.ensure_connection()
     with conn.wrap_database_errors:
         raw = conn.connection
         if get_settings().PREPARED_STATEMENTS:
             raw.prepare_threshold = 1
-        raw_cursor = ServerBindingCursor(raw)  # type: ignore[call-arg]
+        if row is None:
+            raw_cursor = ServerBindingCursor(raw)  # type: ignore[call-arg]
+        else:
+            raw_cursor = ServerBindingCursor(raw, row_factory=_by_name(row))  # type: ignore[call-arg]
         conn.validate_thread_sharing()
         if conn.queries_logged:
             return conn.make_debug_cursor(raw_cursor)  # type: ignore[arg-type]
         return conn.make_cursor(raw_cursor)  # type: ignore[arg-type]
 
 
-def fetchall(
-    conn: BaseDatabaseWrapper, name: str, params: Mapping[str, Any] | Sequence[Any]
-) -> list[tuple[Any, ...]]:
-    with cursor(conn) as cur:
-        cur.execute(queries.get(name), params)
-        return list(cur.fetchall()) if cur.description else []
+def _by_name(record: Callable[..., Any]) -> Any:
+    """A psycopg row factory: each row becomes ``record(**{column: value})``."""
+
+    def factory(cur: Any) -> Callable[[Sequence[Any]], Any]:
+        names = [column.name for column in cur.description or ()]
+        expected = getattr(record, "_fields", None)
+        if expected is not None and tuple(names) != tuple(expected):
+            raise TypeError(
+                f"{record.__name__}: the statement returns columns {names}, "
+                f"the record expects {list(expected)}"
+            )
+
+        if expected is not None:  # a NamedTuple whose fields are the columns, in order
+            make: Callable[[Sequence[Any]], Any] = record._make  # type: ignore[attr-defined]
+            return make
+
+        def by_keyword(values: Sequence[Any]) -> Any:
+            return record(**dict(zip(names, values, strict=True)))
+
+        return by_keyword
+
+    return factory
 
 
-def execute(conn: BaseDatabaseWrapper, name: str, params: Mapping[str, Any]) -> int:
+def fetch(
+    conn: BaseDatabaseWrapper, statement: queries.Statement[R], params: Mapping[str, Any]
+) -> list[R]:
+    """Run ``statement``; its rows, each read by column name into ``statement.row``."""
+    with cursor(conn, statement.row) as cur:
+        cur.execute(statement.sql, params)
+        return list(cur.fetchall())
+
+
+def execute(conn: BaseDatabaseWrapper, command: queries.Command, params: Mapping[str, Any]) -> int:
+    """Run ``command`` (no rows); the number of rows it changed."""
     with cursor(conn) as cur:
-        cur.execute(queries.get(name), params)
+        cur.execute(command.sql, params)
         return int(cur.rowcount)

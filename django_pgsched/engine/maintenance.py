@@ -18,12 +18,13 @@ import random
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from .. import events
 from ..conf import Settings, get_settings
-from . import db, failpoints
+from ..statuses import RunStatus
+from . import db, failpoints, queries
 from .policies import retry_delay
+from .rows import ReapCandidate
 
 logger = logging.getLogger(__name__)
 
@@ -42,48 +43,44 @@ class Reaper:
         self.settings = settings or get_settings()
         self.using = using or self.settings.DATABASE_ALIAS
 
-    def candidates(self, now: datetime | None = None) -> list[tuple[int, Any, int]]:
+    def candidates(self, now: datetime | None = None) -> list[ReapCandidate]:
         """Step 1: (run id, lease token, attempts) of runs that look expired. A plain read."""
         with db.session("maintenance", self.using) as conn:
-            return [
-                (r[0], r[1], r[2])
-                for r in db.fetchall(
-                    conn,
-                    "reaper_candidates",
-                    {"now": now, "batch": self.settings.REAPER_BATCH},
-                )
-            ]
+            return db.fetch(
+                conn, queries.REAPER_CANDIDATES, {"now": now, "batch": self.settings.REAPER_BATCH}
+            )
 
-    def reap(
-        self, candidates: list[tuple[int, Any, int]], now: datetime | None = None
-    ) -> ReapResult:
+    def reap(self, candidates: list[ReapCandidate], now: datetime | None = None) -> ReapResult:
         """Step 2: recover the candidates that are still running under the token seen in step 1."""
         if not candidates:
             return ReapResult()
         s = self.settings
         delays = [
             retry_delay(
-                attempts, base=s.RETRY_BACKOFF_BASE, cap=s.RETRY_BACKOFF_MAX, jitter=random.random()
+                c.attempts,
+                base=s.RETRY_BACKOFF_BASE,
+                cap=s.RETRY_BACKOFF_MAX,
+                jitter=random.random(),
             )
-            for _id, _token, attempts in candidates
+            for c in candidates
         ]
         with db.session("maintenance", self.using) as conn:
-            rows = db.fetchall(
+            rows = db.fetch(
                 conn,
-                "reaper_reap",
+                queries.REAPER_REAP,
                 {
                     "now": now,
-                    "ids": [c[0] for c in candidates],
-                    "tokens": [c[1] for c in candidates],
+                    "ids": [c.id for c in candidates],
+                    "tokens": [c.claimed_by for c in candidates],
                     "delays": delays,
                 },
             )
-            if any(status == "retrying" for _id, status, _job, _queue in rows):
-                db.fetchall(conn, "wake_executors", {"payload": "reaper"})
+            if any(row.status == RunStatus.RETRYING for row in rows):
+                db.fetch(conn, queries.WAKE_EXECUTORS, {"payload": "reaper"})
         if rows:
             logger.warning("recovered %d run(s) whose lease expired", len(rows))
             events.leases_reaped.send(sender=type(self), runs=rows)
-        failed = sum(1 for row in rows if row[1] == "failed")
+        failed = sum(1 for row in rows if row.status == RunStatus.FAILED)
         return ReapResult(candidates=len(candidates), retried=len(rows) - failed, failed=failed)
 
     def run_once(self, now: datetime | None = None) -> ReapResult:
@@ -127,13 +124,13 @@ class Retention:
         started = time.monotonic()
         with db.session("maintenance", self.using) as conn:
             if now is None:
-                now = db.fetchall(conn, "database_now", {})[0][0]
+                now = db.fetch(conn, queries.DATABASE_NOW, {})[0].now
             cutoff = now - retention
             while batches < self.max_batches and time.monotonic() - started < self.time_budget:
                 failpoints.hit("retention.before_delete")
                 count = db.execute(
                     conn,
-                    "retention_delete",
+                    queries.RETENTION_DELETE,
                     {"cutoff": cutoff, "batch": self.settings.RETENTION_BATCH},
                 )
                 batches += 1

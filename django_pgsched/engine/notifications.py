@@ -22,6 +22,7 @@ from django.db import DatabaseError, connections
 
 from ..conf import get_settings
 from . import db
+from .backoff import Backoff
 
 logger = logging.getLogger(__name__)
 
@@ -54,25 +55,25 @@ class Listener:
 
     def run(self) -> None:
         """Listen until ``stop`` is set, reconnecting with backoff after errors."""
-        backoff = 0.5
+        backoff = Backoff()
         while not self.stop.is_set():
             try:
                 self._listen()
-                backoff = 0.5
+                backoff.reset()
             except DatabaseError as exc:
                 self.connected.clear()
+                wait = backoff.next()
                 logger.warning(
-                    "listener lost its connection (%s); reconnecting in %.1fs", exc, backoff
+                    "listener lost its connection (%s); reconnecting in %.1fs", exc, wait
                 )
                 db.discard(connections[self.using])
-                self.stop.wait(backoff)
-                backoff = min(backoff * 2, 10.0)
+                self.stop.wait(wait)
             except Exception:  # psycopg raises its own errors from notifies()
                 self.connected.clear()
-                logger.exception("listener failed; reconnecting in %.1fs", backoff)
+                wait = backoff.next()
+                logger.exception("listener failed; reconnecting in %.1fs", wait)
                 db.discard(connections[self.using])
-                self.stop.wait(backoff)
-                backoff = min(backoff * 2, 10.0)
+                self.stop.wait(wait)
         db.discard(connections[self.using])
 
     def _listen(self) -> None:

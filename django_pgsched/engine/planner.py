@@ -23,7 +23,7 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.db import DatabaseError, transaction
@@ -31,15 +31,14 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import events
 from ..conf import Settings, get_settings
-from ..registry import get_job
+from ..limits import LAST_FIRE_TIME, MAX_RUNS_PER_SCHEDULE
+from ..registry import JobDefaults, job_defaults
 from ..timing import timetable
-from . import db, failpoints
+from . import db, failpoints, queries
 from .policies import Decision, decide
+from .rows import DueSchedule
 
 logger = logging.getLogger(__name__)
-
-MAX_RUNS_PER_SCHEDULE = 2000
-LAST_FIRE_TIME = datetime(9999, 1, 1, tzinfo=UTC)  # the CHECK on pgsched_schedule.next_fire_at
 
 
 @dataclass(frozen=True)
@@ -58,27 +57,16 @@ class PlanResult:
 
 @dataclass
 class _Row:
-    """A claimed schedule row and what the pass decided for it."""
+    """A claimed schedule and what the pass decided for it."""
 
+    schedule: DueSchedule
     id: int
-    name: str
-    job: str
-    cron: str | None
-    interval: timedelta | None
-    anchor: datetime | None
-    next_fire_at: datetime | None
-    policy: str
-    catch_up_limit: int
-    grace: timedelta | None
-    max_attempts: int | None
-    timeout: timedelta | None
-    queue: str | None
     decision: Decision | None = None
     error: str = ""
 
     @property
     def kind(self) -> str:
-        return "cron" if self.cron else "interval"
+        return "cron" if self.schedule.cron else "interval"
 
 
 class Planner:
@@ -113,13 +101,13 @@ class Planner:
 
     def _pass(self, conn: BaseDatabaseWrapper, now: datetime | None) -> PlanResult:
         s = self.settings
-        claimed = db.fetchall(
+        claimed = db.fetch(
             conn,
-            "planner_claim",
+            queries.PLANNER_CLAIM,
             {"now": now, "lookahead": s.PLANNER_LOOKAHEAD, "batch": self.batch},
         )
-        db_now: datetime = claimed[0][0]
-        rows = [_Row(*r[1:]) for r in claimed if r[1] is not None]
+        db_now = claimed[0].db_now  # the first row always carries the database time
+        rows = [_Row(schedule, schedule.id) for schedule in claimed if schedule.id is not None]
         if not rows:
             return PlanResult(db_now=db_now)
         failpoints.hit("planner.after_claim")
@@ -147,32 +135,33 @@ class Planner:
 
     def _decide(self, row: _Row, db_now: datetime, memo: dict[tuple[Any, ...], Decision]) -> None:
         s = self.settings
-        grace = row.grace if row.grace is not None else s.MISFIRE_GRACE
+        due = row.schedule
+        grace = due.misfire_grace if due.misfire_grace is not None else s.MISFIRE_GRACE
         key = (
-            row.cron,
-            row.interval,
-            row.anchor,
-            row.next_fire_at,
-            row.policy,
-            row.catch_up_limit,
+            due.cron,
+            due.interval,
+            due.anchor,
+            due.next_fire_at,
+            due.misfire_policy,
+            due.catch_up_limit,
             grace,
         )
         try:
             decision = memo.get(key)
             if decision is None:
                 lattice = (
-                    timetable.cron(row.cron)
-                    if row.cron
-                    else timetable.interval(_required(row.interval), _required(row.anchor))
+                    timetable.cron(due.cron)
+                    if due.cron
+                    else timetable.interval(_required(due.interval), _required(due.anchor))
                 )
                 decision = decide(
                     lattice,
-                    next_fire_at=row.next_fire_at,
+                    next_fire_at=due.next_fire_at,
                     now=db_now,
                     lookahead=s.PLANNER_LOOKAHEAD,
                     grace=grace,
-                    policy=row.policy,
-                    catch_up_limit=row.catch_up_limit,
+                    policy=due.misfire_policy,
+                    catch_up_limit=due.catch_up_limit,
                     max_runs=MAX_RUNS_PER_SCHEDULE,
                 )
                 if decision.next_fire_at >= LAST_FIRE_TIME:
@@ -181,20 +170,13 @@ class Planner:
             row.decision = decision
         except (timetable.TimetableError, ValueError, OverflowError, TypeError) as exc:
             row.error = f"cannot compute occurrences: {exc}"[:2000]
-            logger.error("schedule %s (%s) is broken: %s", row.id, row.name, row.error)
+            logger.error("schedule %s (%s) is broken: %s", row.id, row.schedule.name, row.error)
 
-    def _defaults(self, job: str) -> tuple[str, int, timedelta]:
-        """A job's queue, max_attempts and timeout: its @job options, else the settings."""
-        s = self.settings
-        spec = get_job(job)
-        return (
-            (spec.queue if spec else None) or s.DEFAULT_QUEUE,
-            (spec.max_attempts if spec else None) or s.DEFAULT_MAX_ATTEMPTS,
-            (spec.timeout if spec else None) or s.DEFAULT_TIMEOUT,
-        )
+    def _defaults(self, job: str) -> JobDefaults:
+        return job_defaults(job, self.settings)
 
     def _queue(self, row: _Row) -> str:
-        return row.queue or self._defaults(row.job)[0]
+        return row.schedule.queue or self._defaults(row.schedule.job).queue
 
     def _apply(self, conn: BaseDatabaseWrapper, rows: Sequence[_Row]) -> list[int]:
         """Insert runs and advance schedules in one statement; mark broken ones.
@@ -205,7 +187,7 @@ class Planner:
         broken = [row for row in rows if row.decision is None]
         inserted: list[int] = []
         if planned:
-            jobs = sorted({row.job for row in planned})
+            jobs = sorted({row.schedule.job for row in planned})
             defaults = [self._defaults(job) for job in jobs]
             run_ids: list[int] = []
             run_times: list[datetime] = []
@@ -215,9 +197,9 @@ class Planner:
                 run_times.extend(runs)
             params = {
                 "job_names": jobs,
-                "job_queues": [d[0] for d in defaults],
-                "job_attempts": [d[1] for d in defaults],
-                "job_timeouts": [d[2] for d in defaults],
+                "job_queues": [d.queue for d in defaults],
+                "job_attempts": [d.max_attempts for d in defaults],
+                "job_timeouts": [d.timeout for d in defaults],
                 "ids": [row.id for row in planned],
                 "next_fire_at": [row.decision.next_fire_at for row in planned],  # type: ignore[union-attr]
                 "last_fire_at": [
@@ -228,11 +210,12 @@ class Planner:
                 "run_schedule_ids": run_ids,
                 "run_times": run_times,
             }
-            ((_advanced, inserted, _notified),) = db.fetchall(conn, "planner_apply", params)
+            (applied,) = db.fetch(conn, queries.PLANNER_APPLY, params)
+            inserted = applied.inserted
         if broken:
             db.execute(
                 conn,
-                "planner_mark_broken",
+                queries.PLANNER_MARK_BROKEN,
                 {"ids": [row.id for row in broken], "errors": [row.error for row in broken]},
             )
         return list(inserted)
@@ -242,11 +225,11 @@ class Planner:
         created_by: Counter[tuple[str, str, str]] = Counter()
         for schedule_id in inserted:
             row = by_id[schedule_id]
-            created_by[(self._queue(row), row.job, row.kind)] += 1
+            created_by[(self._queue(row), row.schedule.job, row.kind)] += 1
         skipped_by: Counter[tuple[str, str, str, str]] = Counter()
         for row in rows:
             if row.decision and row.decision.skipped:
-                key = (self._queue(row), row.job, row.kind, row.policy)
+                key = (self._queue(row), row.schedule.job, row.kind, row.schedule.misfire_policy)
                 skipped_by[key] += row.decision.skipped
         return PlanResult(
             db_now=db_now,

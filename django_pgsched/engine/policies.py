@@ -22,10 +22,11 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ..statuses import MisfirePolicy
 from ..timing.timetable import Timetable
 
 SECOND = timedelta(seconds=1)
-POLICIES = ("skip", "latest", "catch_up")
+POLICIES: tuple[str, ...] = tuple(MisfirePolicy.values)
 
 
 @dataclass(frozen=True)
@@ -76,9 +77,9 @@ def decide(
         missed_end = max(start, min(ceil_second(now - grace), end))
 
     missed = lattice.count(start, missed_end) if missed_end > start else 0
-    if missed == 0 or policy == "skip":
+    if missed == 0 or policy == MisfirePolicy.SKIP:
         kept: list[datetime] = []
-    elif policy == "latest":
+    elif policy == MisfirePolicy.LATEST:
         kept = lattice.latest(start, missed_end, 1)
     else:
         kept = lattice.latest(start, missed_end, catch_up_limit)

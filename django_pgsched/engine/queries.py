@@ -2,14 +2,21 @@
 
 The ORM cannot say "claim with SKIP LOCKED and update in one statement", so
 the hot paths live in one SQL file with a ``-- name: x`` header per block
-(procrastinate's habit). Everything else uses the ORM.
+(procrastinate's habit). Everything else uses the ORM. Each block is run as
+a :class:`Statement` (its rows read into a typed record of ``rows.py`` by
+column name) or a :class:`Command` (no rows), with ``db.fetch()`` /
+``db.execute()``.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
+from typing import Any, Generic, TypeVar
+
+from . import rows
 
 _HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
@@ -32,3 +39,61 @@ def get(name: str) -> str:
 
 def names() -> list[str]:
     return sorted(_load())
+
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Statement(Generic[R]):
+    """A named block of ``queries.sql`` and the record each of its rows is read into."""
+
+    name: str
+    row: type[R]
+
+    @property
+    def sql(self) -> str:
+        return get(self.name)
+
+
+@dataclass(frozen=True)
+class Command:
+    """A named block of ``queries.sql`` that returns no rows (its row count only)."""
+
+    name: str
+
+    @property
+    def sql(self) -> str:
+        return get(self.name)
+
+
+PLANNER_CLAIM = Statement("planner_claim", rows.DueSchedule)
+PLANNER_APPLY = Statement("planner_apply", rows.Applied)
+PLANNER_MARK_BROKEN = Command("planner_mark_broken")
+EXECUTOR_PASS = Statement("executor_pass", rows.PassRow)
+EXECUTOR_RENEW = Statement("executor_renew", rows.Renewed)
+EXECUTOR_FAIL_MINIMAL = Statement("executor_fail_minimal", rows.Failed)
+EXECUTOR_RELEASE = Statement("executor_release", rows.Released)
+REAPER_CANDIDATES = Statement("reaper_candidates", rows.ReapCandidate)
+REAPER_REAP = Statement("reaper_reap", rows.ReapedRun)
+RETENTION_DELETE = Command("retention_delete")
+CANCEL_RUNS = Statement("cancel_runs", rows.CancelledRun)
+WAKE_EXECUTORS = Statement("wake_executors", rows.Notified)
+DATABASE_NOW = Statement("database_now", rows.DatabaseNow)
+
+#: Every named block, as the engine runs it.
+STATEMENTS: tuple[Statement[Any] | Command, ...] = (
+    PLANNER_CLAIM,
+    PLANNER_APPLY,
+    PLANNER_MARK_BROKEN,
+    EXECUTOR_PASS,
+    EXECUTOR_RENEW,
+    EXECUTOR_FAIL_MINIMAL,
+    EXECUTOR_RELEASE,
+    REAPER_CANDIDATES,
+    REAPER_REAP,
+    RETENTION_DELETE,
+    CANCEL_RUNS,
+    WAKE_EXECUTORS,
+    DATABASE_NOW,
+)

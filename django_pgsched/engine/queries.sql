@@ -14,7 +14,7 @@
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, statement_timestamp()) AS now
 )
-SELECT clock.now, s.id, s.name, s.job, s.cron, s."interval", s.anchor, s.next_fire_at,
+SELECT clock.now AS db_now, s.id, s.name, s.job, s.cron, s."interval", s.anchor, s.next_fire_at,
        s.misfire_policy, s.catch_up_limit, s.misfire_grace, s.max_attempts, s.timeout, s.queue
   FROM clock
   LEFT JOIN LATERAL (
@@ -76,10 +76,10 @@ advanced AS (
      WHERE s.id = p.id
     RETURNING s.id
 )
-SELECT (SELECT count(*) FROM advanced),
-       ARRAY(SELECT schedule_id FROM inserted),
+SELECT (SELECT count(*) FROM advanced) AS advanced,
+       ARRAY(SELECT schedule_id FROM inserted) AS inserted,
        (SELECT pg_notify('pgsched_wait', left(string_agg(id::text, ','), 7000)) FROM inserted
-         HAVING count(*) > 0);
+         HAVING count(*) > 0) AS notified;
 
 
 -- name: planner_mark_broken
@@ -91,25 +91,29 @@ UPDATE pgsched_schedule s
 
 
 -- name: executor_pass
--- One executor pass in one statement (one round trip, one commit): record the
--- finished attempts (lease rule 3: only where the token is still ours; the run's
--- new state and its attempt row together), claim at most %(limit)s runs for the
--- idle slots (lease rule 1; a fresh token each; the attempt counted at the claim),
--- and report when the next claimable run falls due. Rows: kind 'f' = a recorded
--- outcome (id, status), 'c' = a claimed run, 'n' = (next due, database time).
+-- One executor pass in one statement (one round trip, one commit):
+-- 1. record the finished attempts (lease rule 3: only where the lease token is
+--    still ours): each run's new status, decided by the executor
+--    (claims.Outcome.run_status), and its attempt row; a retried run falls due
+--    again after its delay;
+-- 2. claim at most %(limit)s due runs for the idle slots (lease rule 1), a fresh
+--    lease token each, the attempt counted at the claim. Which runs are
+--    claimable is decided in the "claimable" CTE and nowhere else (status, due,
+--    attempts left, a job registered in this replica, its queues, the claim
+--    cursor);
+-- 3. when the slots were not all filled, say when the next claimable run falls due.
+-- Recording and claiming commit together, so a slot's outcome is recorded by
+-- the commit that claims its successor (never more live leases than slots).
+-- Rows: one per claimed run, or a single row with a NULL id when none was; each
+-- also carries the pass's facts (recorded ids and statuses, next due, database time).
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
 ),
 outcome AS (
-    SELECT o.*,
-           CASE WHEN o.result = 'succeeded' THEN 'succeeded'
-                WHEN o.delay IS NULL OR r.attempts >= r.max_attempts THEN 'failed'
-                ELSE 'retrying'
-           END AS next_status
+    SELECT *
       FROM unnest(%(ids)b::bigint[], %(tokens)b::uuid[], %(results)b::text[], %(errors)b::text[],
-                  %(delays)b::float8[])
-        AS o(id, token, result, error, delay)
-      JOIN pgsched_job_run r ON r.id = o.id
+                  %(statuses)b::text[], %(delays)b::float8[])
+        AS o(id, token, result, error, next_status, delay)
 ),
 finished AS (
     UPDATE pgsched_job_run r
@@ -124,10 +128,10 @@ finished AS (
      WHERE r.id = o.id
        -- only while the lease is ours: a token is set exactly while the run is
        -- 'running' (CHECK pgsched_run_lease_iff_running). Not repeating "status =
-       -- 'running'" keeps the planner on the primary key: with that predicate it
-       -- may read pgsched_run_running_idx whole, which holds an entry for every
-       -- run claimed since vacuum last ran (all of them while a long transaction
-       -- elsewhere holds vacuum back).
+       -- 'running'" keeps PostgreSQL's query planner on the primary key: with that
+       -- predicate it may read pgsched_run_running_idx whole, which holds an entry
+       -- for every run claimed since vacuum last ran (all of them while a long
+       -- transaction elsewhere holds vacuum back).
        AND r.claimed_by = o.token
     RETURNING r.id, r.attempts, r.started_at, r.worker, r.status, o.result, o.error
 ),
@@ -136,7 +140,7 @@ recorded AS (
     SELECT f.id, f.attempts, f.result, f.started_at, clock.now, coalesce(f.worker, ''), f.error
       FROM finished f, clock
 ),
-candidate AS MATERIALIZED (
+claimable AS MATERIALIZED (
     SELECT r.id
       FROM pgsched_job_run r
      WHERE r.status IN ('pending', 'retrying')
@@ -146,7 +150,7 @@ candidate AS MATERIALIZED (
        AND r.job = ANY(%(jobs)b::text[])
        AND (%(queues)b::text[] IS NULL OR r.queue = ANY(%(queues)b::text[]))
        -- the claim cursor: start after the runs this replica claimed last time
-       -- (NULL: from the start); see Executor._claim_floor
+       -- (NULL: from the start); see claiming.ClaimCursor
        AND (r.fire_after, r.id) >= (coalesce(%(floor_at)s::timestamptz, '-infinity'),
                                     coalesce(%(floor_id)s::bigint, 0))
      ORDER BY r.fire_after, r.id
@@ -156,38 +160,39 @@ candidate AS MATERIALIZED (
 claimed AS (
     UPDATE pgsched_job_run r
        SET status = 'running',
-           attempts = least(r.attempts + 1, 8),
+           attempts = r.attempts + 1,  -- below max_attempts (see claimable)
            claimed_by = gen_random_uuid(),
            worker = %(worker)s,
            claim_expires_at = clock.now + r.timeout * %(lease_factor)s,
            started_at = clock.now
-      FROM candidate c, clock
+      FROM claimable c, clock
      WHERE r.id = c.id
     RETURNING r.id, r.claimed_by, r.attempts, r.max_attempts, r.timeout, r.job, r.queue,
               r.kwargs, r.schedule_name, r.scheduled_for, r.idempotency_key, r.fire_after,
-              r.started_at
+              r.started_at, r.claim_expires_at
+),
+next_due AS (
+    -- only when the slots were not all filled: when to look again
+    SELECT (SELECT q.fire_after
+              FROM pgsched_job_run q
+             WHERE q.status IN ('pending', 'retrying')
+               AND q.attempts < q.max_attempts
+               AND q.job = ANY(%(jobs)b::text[])
+               AND (%(queues)b::text[] IS NULL OR q.queue = ANY(%(queues)b::text[]))
+               AND q.id NOT IN (SELECT id FROM claimable)
+             ORDER BY q.fire_after
+             LIMIT 1) AS at
+     WHERE (SELECT count(*) FROM claimable) < %(limit)s
 )
-SELECT 'c' AS kind, id, claimed_by, attempts, max_attempts, timeout, job, queue, kwargs,
-       schedule_name, scheduled_for, idempotency_key, fire_after, started_at, NULL AS status
-  FROM claimed
-UNION ALL
-SELECT 'f', id, NULL, attempts, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, status
-  FROM finished
-UNION ALL
-SELECT 'n', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       (SELECT q.fire_after
-          FROM pgsched_job_run q
-         WHERE q.status IN ('pending', 'retrying')
-           AND q.attempts < q.max_attempts
-           AND q.job = ANY(%(jobs)b::text[])
-           AND (%(queues)b::text[] IS NULL OR q.queue = ANY(%(queues)b::text[]))
-           AND q.id NOT IN (SELECT id FROM candidate)
-         ORDER BY q.fire_after
-         LIMIT 1),
-       clock.now, NULL
+SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue, c.kwargs,
+       c.schedule_name, c.scheduled_for, c.idempotency_key, c.fire_after, c.started_at,
+       c.claim_expires_at,
+       (SELECT array_agg(id ORDER BY id) FROM finished) AS recorded_ids,
+       (SELECT array_agg(status ORDER BY id) FROM finished) AS recorded_statuses,
+       (SELECT at FROM next_due) AS next_due,
+       clock.now AS db_now
   FROM clock
- WHERE %(limit)s > 0
-   AND (SELECT count(*) FROM candidate) < %(limit)s;  -- only when the slots were not all filled
+  LEFT JOIN claimed c ON true;
 
 
 -- name: executor_renew
@@ -222,7 +227,7 @@ UPDATE pgsched_job_run r
  WHERE r.id = %(id)s
    AND r.claimed_by = %(token)s
    AND r.status = 'running'
-RETURNING r.id, r.status, r.attempts, r.started_at, r.worker;
+RETURNING r.id, r.status;
 
 
 -- name: executor_release
@@ -353,8 +358,8 @@ SELECT id, was, job, queue, attempts FROM cancelled ORDER BY id;
 
 
 -- name: wake_executors
-SELECT pg_notify('pgsched_wait', %(payload)s);
+SELECT pg_notify('pgsched_wait', %(payload)s) AS notified;
 
 
 -- name: database_now
-SELECT statement_timestamp();
+SELECT statement_timestamp() AS now;

@@ -25,6 +25,7 @@ from django.db import DatabaseError, connections
 from .. import events
 from ..conf import Settings, get_settings
 from . import db, failpoints
+from .backoff import Backoff
 from .executor import Executor
 from .maintenance import Reaper, Retention
 from .notifications import SCHEDULE_CHANNEL, WAIT_CHANNEL, Listener
@@ -171,14 +172,16 @@ class Runner:
     def _tick(self, loop: str) -> None:
         self.state.last_tick[loop] = time.monotonic()
 
-    def _failed(self, loop: str, backoff: float) -> float:
+    def _failed(self, loop: str, backoff: Backoff) -> float:
+        """Count and log a failed pass; returns how long to wait before the next."""
         self.state.errors[loop] = self.state.errors.get(loop, 0) + 1
-        logger.warning("%s pass failed; retrying in %.1fs", loop, backoff, exc_info=True)
-        return min(backoff * 2, 10.0)
+        wait = backoff.next()
+        logger.warning("%s pass failed; retrying in %.1fs", loop, wait, exc_info=True)
+        return wait
 
     def _planner_loop(self) -> None:
         interval = self.settings.PLANNER_INTERVAL.total_seconds()
-        backoff = 0.5
+        backoff = Backoff()
         while not self.stopping.is_set():
             self.planner_wake.clear()
             try:
@@ -188,13 +191,12 @@ class Runner:
                 if result.db_now is not None:
                     self._measure_skew(before, after, result.db_now.timestamp())
                 self._tick("planner")
-                backoff = 0.5
+                backoff.reset()
                 if result.batch_full:
                     continue
                 wait = interval
             except Exception:  # database down, a bug, a failpoint: log, back off, go on
-                wait = backoff
-                backoff = self._failed("planner", backoff)
+                wait = self._failed("planner", backoff)
             self.planner_wake.wait(wait)
 
     def _measure_skew(self, before: float, after: float, db_time: float) -> None:
@@ -210,7 +212,7 @@ class Runner:
             )
 
     def _executor_loop(self) -> None:
-        backoff = 0.5
+        backoff = Backoff()
         executor = self.executor
         try:
             while True:
@@ -218,11 +220,10 @@ class Runner:
                 try:
                     executor.run_once()
                     self._tick("executor")
-                    backoff = 0.5
+                    backoff.reset()
                     wait = executor.seconds_until_next_pass()
                 except Exception:
-                    wait = backoff
-                    backoff = self._failed("executor", backoff)
+                    wait = self._failed("executor", backoff)
                 if self.stopping.is_set():
                     try:
                         executor.release_unstarted()
@@ -241,6 +242,9 @@ class Runner:
         reap_every = self.settings.REAPER_INTERVAL.total_seconds()
         retain_every = self.settings.RETENTION_INTERVAL.total_seconds()
         next_reap = next_retention = time.monotonic()
+        maintenance_backoff = Backoff(
+            first=1.0, cap=1.0
+        )  # its own passes are rare: retry each second
         while not self.stopping.is_set():
             now = time.monotonic()
             try:
@@ -253,8 +257,10 @@ class Runner:
                 self._tick("maintenance")
                 events.loop_ticked.send(sender=type(self), loop="maintenance")
             except Exception:
-                self._failed("maintenance", 1.0)
-                next_reap = next_retention = time.monotonic() + 1.0
+                wait = self._failed("maintenance", maintenance_backoff)
+                next_reap = next_retention = time.monotonic() + wait
+            else:
+                maintenance_backoff.reset()
             self.stopping.wait(max(0.0, min(next_reap, next_retention) - time.monotonic()))
 
 

@@ -25,13 +25,13 @@ from prometheus_client.registry import Collector
 
 from .. import events
 from ..conf import get_settings
+from ..statuses import TERMINAL_STATUSES, UNFINISHED_STATUSES, RunStatus, ScheduleStatus
 
 if TYPE_CHECKING:
     from ..engine.runner import Runner
 
 logger = logging.getLogger(__name__)
 
-TERMINAL = ("succeeded", "failed", "cancelled")
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 
 
@@ -97,9 +97,9 @@ class Metrics:
         outcome: str = "",
         **kwargs: Any,
     ) -> None:
-        if outcome != "cancelled":  # a cancel has no duration of its own
+        if outcome != RunStatus.CANCELLED:  # a cancel has no duration of its own
             self.duration.labels(queue, job).observe(duration)
-        if status in TERMINAL:
+        if status in TERMINAL_STATUSES:
             self.finished.labels(queue, job, status).inc()
 
     def on_lost(self, sender: object, **kwargs: Any) -> None:
@@ -108,7 +108,7 @@ class Metrics:
     def on_reaped(self, sender: object, runs: list[tuple[Any, ...]], **kwargs: Any) -> None:
         self.leases_reaped.inc(len(runs))
         for _run_id, status, job, queue in runs:
-            if status in TERMINAL:
+            if status in TERMINAL_STATUSES:
                 self.finished.labels(queue, job, status).inc()
 
     def connect(self) -> None:
@@ -139,9 +139,9 @@ class DatabaseCollector(Collector):
                 before = time.time()
                 cursor.execute(
                     "SELECT clock_timestamp(), (SELECT count(*) FROM pgsched_job_run"
-                    " WHERE status IN ('pending', 'retrying', 'running')"
-                    " AND fire_after <= clock_timestamp()),"
-                    " (SELECT count(*) FROM pgsched_schedule WHERE status = 'broken')"
+                    " WHERE status = ANY(%s) AND fire_after <= clock_timestamp()),"
+                    " (SELECT count(*) FROM pgsched_schedule WHERE status = %s)",
+                    [list(UNFINISHED_STATUSES), ScheduleStatus.BROKEN],
                 )
                 db_time, backlog, broken = cursor.fetchone()
                 after = time.time()

@@ -14,7 +14,8 @@ from django.test import override_settings
 from django_pgsched import enqueue
 from django_pgsched.engine import db as db_module
 from django_pgsched.engine import executor as executor_module
-from django_pgsched.engine import queries
+from django_pgsched.engine import queries, recording
+from django_pgsched.engine.claims import ClaimState
 from django_pgsched.engine.executor import Executor, Outcome
 from django_pgsched.engine.maintenance import Reaper, Retention
 from django_pgsched.models import Attempt, JobRun
@@ -106,8 +107,13 @@ def test_one_executor_pass_query_budget(db, django_assert_num_queries):
 
 
 def claim_one(executor: Executor):
-    (claim,) = executor._exchange(connection, None, 1)[0]
+    (claim,) = executor._exchange(connection, None, 1).claims
     return claim
+
+
+def record(executor: Executor, outcomes: list[Outcome]) -> list[tuple[int, str]]:
+    """Record ``outcomes`` alone (the fallback path): (id, status) of each recorded."""
+    return list(recording.record_alone(connection, None, outcomes, executor.settings).items())
 
 
 @pytest.mark.parametrize("write", ["complete", "retry", "release"])
@@ -122,7 +128,7 @@ def test_a_stale_token_cannot_write(db, write):
         assert executor.release_unstarted() == 0  # claim still "queued": a release is attempted
     else:
         result = "succeeded" if write == "complete" else "failed"
-        assert executor._write(connection, None, [Outcome(claim, result, "", 0.1)]) == []
+        assert record(executor, [Outcome(claim, result, "", 0.1)]) == []
     run.refresh_from_db()
     assert run.status == "running" and run.claimed_by == fresh and run.attempts == 1
     assert attempts_of(run) == []
@@ -133,7 +139,9 @@ def test_minimal_write_when_the_full_write_fails(db):
     executor = Executor(concurrency=1)
     claim = claim_one(executor)
     Attempt.objects.create(job_run=run, number=1, status="failed", finished_at=now_db())  # clash
-    rows = executor._write_one_or_minimal(connection, None, Outcome(claim, "succeeded", "", 0.1))
+    rows = recording.record_one_or_minimal(
+        connection, None, Outcome(claim, "succeeded", "", 0.1), executor.settings, "default"
+    )
     run.refresh_from_db()
     assert rows and run.status == "retrying" and run.claimed_by is None
     assert "outcome could not be recorded" in run.note
@@ -169,7 +177,7 @@ def test_an_overdue_job_keeps_its_lease_until_its_thread_returns(transactional_d
     while time.monotonic() < deadline:
         executor.run_once()
         time.sleep(0.05)
-    assert claim.state == "overdue" and claim.context.is_cancelled()
+    assert claim.state is ClaimState.OVERDUE and claim.context.is_cancelled()
     run.refresh_from_db()
     assert run.status == "running" and attempts_of(run) == []  # still leased: no retry yet
     assert executor.idle_slots() == 0
@@ -191,7 +199,7 @@ def test_jobs_ending_together_are_recorded_by_one_statement(db, monkeypatch):
     executor.start_threads()
     assert executor.run_once().claimed == 2
     deadline = time.monotonic() + 10
-    while executor._outcomes.empty() and time.monotonic() < deadline:
+    while executor.slots.outcomes.empty() and time.monotonic() < deadline:
         time.sleep(0.005)  # the quick job has returned; the slow one is still sleeping
     result = executor.run_once()
     assert result.completed == 2  # without the gather: 1, and a second statement for the other
@@ -212,7 +220,7 @@ def test_lost_lease_cancels_the_job_and_discards_its_result(db):
     result = executor.run_once()
     assert result.lost == 1 and claim.context.is_cancelled()
     assert "lost" in claim.context.cancel_reason
-    executor._run(claim)  # the job's thread reaches its end after all
+    executor.slots._run(claim)  # the job's thread reaches its end after all
     assert executor.run_once().completed == 0
     run.refresh_from_db()
     assert run.status == "cancelled" and attempts_of(run) == []
@@ -238,7 +246,7 @@ def test_unrenewable_lease_is_abandoned_by_the_local_clock(db):
     claim = claim_one(executor)
     clock.t += 19.5  # past trust_until = claim + 20 s lease - 1 s margin
     result = executor.run_once()
-    assert result.lost == 1 and claim.context.is_cancelled() and claim.state == "abandoned"
+    assert result.lost == 1 and claim.context.is_cancelled() and claim.state is ClaimState.ABANDONED
     run.refresh_from_db()
     assert run.status == "running"  # nothing written: the reaper will recover it
 
@@ -257,7 +265,7 @@ def test_an_abandoned_run_keeps_its_slot_until_the_database_lease_has_expired(db
     second = enqueue("tests.noop", timeout=seconds(10))
     clock.t += 19.5
     result = executor.run_once()
-    assert result.lost == 1 and claim.state == "abandoned"
+    assert result.lost == 1 and claim.state is ClaimState.ABANDONED
     assert result.claimed == 0 and executor.idle_slots() == 0  # the database may still hold it
     assert executor.seconds_until_next_pass() == pytest.approx(0.5)  # when the slot frees
     clock.t += 0.5
@@ -281,7 +289,7 @@ def test_a_run_reclaimed_by_the_replica_that_abandoned_it_is_a_separate_claim(db
     expire(run)
     Reaper().run_once()
     JobRun.objects.filter(pk=run.pk).update(fire_after=now_db())
-    (new,) = executor._exchange(connection, None, 1)[0]
+    (new,) = executor._exchange(connection, None, 1).claims
     assert new.run_id == old.run_id and new.token != old.token
     assert set(executor.in_flight) == {old.token, new.token}
     clock.t += 1  # the old lease is certainly over: its slot frees, the new claim stays
@@ -293,14 +301,14 @@ def test_a_lease_lost_at_renewal_frees_its_slot_when_the_job_returns(db):
     run = enqueue("tests.noop", timeout=seconds(30))
     executor = Executor(concurrency=1, clock=clock)
     claim = claim_one(executor)
-    claim.state = "running"  # as if its thread had started it
+    claim.state = ClaimState.RUNNING  # as if its thread had started it
     JobRun.objects.filter(pk=run.pk).update(claimed_by=uuid.uuid4())  # re-claimed elsewhere
     clock.t += 21
     assert executor.run_once().lost == 1
     assert executor.idle_slots() == 0  # the job still runs on its thread
-    with executor._lock:
+    with executor.slots.lock:
         claim.returned = True
-        executor._drop_settled()
+        executor.slots.drop_settled()
     assert executor.idle_slots() == 1  # the database no longer counts it as ours
 
 
@@ -347,9 +355,9 @@ def test_reaper_leaves_alone_a_run_that_finished_between_its_read_and_write(db):
     expire(run)
     reaper = Reaper()
     candidates = reaper.candidates()
-    assert [c[0] for c in candidates] == [run.pk]
+    assert [c.id for c in candidates] == [run.pk]
     # the worker was only slow: it completes now, fenced on its (still current) token
-    assert executor._write(connection, None, [Outcome(claim, "succeeded", "", 0.1)])
+    assert record(executor, [Outcome(claim, "succeeded", "", 0.1)])
     assert reaper.reap(candidates).retried == 0
     run.refresh_from_db()
     assert run.status == "succeeded" and attempts_of(run) == [(1, "succeeded")]
@@ -492,6 +500,7 @@ def executor_params(limit: int) -> dict:
         "tokens": [],
         "results": [],
         "errors": [],
+        "statuses": [],
         "delays": [],
         "limit": limit,
         "jobs": ["tests.noop"],
@@ -604,6 +613,7 @@ def test_recording_outcomes_finds_runs_by_primary_key_not_the_running_index(priv
             "tokens": [row[1] for row in held],
             "results": ["succeeded"] * len(held),
             "errors": [""] * len(held),
+            "statuses": ["succeeded"] * len(held),
             "delays": [None] * len(held),
         }
         cursor.execute("EXPLAIN (FORMAT JSON) " + queries.get("executor_pass"), params)

@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from django_pgsched.conf import get_settings
+from django_pgsched.engine.backoff import Backoff
 from django_pgsched.engine.runner import LOOPS, Runner
 from django_pgsched.ops.sync import sync_schedules
 
@@ -113,14 +114,13 @@ class Command(BaseCommand):
         runner.run()
 
     def _sync(self, runner: Runner) -> None:
-        delay = 0.5
+        backoff = Backoff()
         while not runner.stopping.is_set():
             try:
                 result = sync_schedules()
             except DatabaseError as exc:
                 logger.warning("cannot sync PGSCHED['SCHEDULES'] yet (%s); retrying", exc)
-                time.sleep(delay)
-                delay = min(delay * 2, 10)
+                time.sleep(backoff.next())
                 continue
             except Exception as exc:
                 raise CommandError(f"PGSCHED['SCHEDULES']: {exc}") from exc

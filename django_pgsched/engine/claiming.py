@@ -1,0 +1,170 @@
+"""Claiming: what a pass asks for, and the claims its answer grants.
+
+The claim itself is one CTE of ``executor_pass`` (``claimable``: every
+predicate of "which runs may this replica claim" in one place). This module
+holds the executor's side of it: the claim cursor, the parameters, turning a
+claimed row into a :class:`~.claims.Claim` with its lease, and when to look
+again if the slots were not all filled.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from threading import Event
+from typing import Any
+
+from ..conf import Settings
+from ..context import RunContext
+from .backoff import Backoff
+from .claims import Claim
+from .leases import Lease
+from .rows import PassRow
+
+CLAIM_FULL_SCAN_INTERVAL = 1.0  # seconds between claims that read the claim index from the start
+
+
+@dataclass
+class ClaimCursor:
+    """Where a claim starts reading ``pgsched_run_claimable_idx``: ``(fire_after, id)``.
+
+    Each claim leaves the claimed runs' old versions in the claim index until
+    vacuum removes them, and vacuum cannot while a transaction anywhere in the
+    database holds an old snapshot: a claim that always read from the start
+    would walk every run claimed since then, and slow down the longer that
+    transaction stays open. So a claim reads from where the last one started.
+    A run that falls due behind that point (planned late, or released by a
+    stopping replica) is found by a full read, which happens at least every
+    ``CLAIM_FULL_SCAN_INTERVAL`` seconds and whenever a read from the cursor
+    did not fill the idle slots.
+    """
+
+    clock: Callable[[], float]
+    floor: tuple[datetime, int] | None = None
+    next_full_scan: float = 0.0
+
+    def reset(self) -> None:
+        """Read from the start next time."""
+        self.floor = None
+
+    def for_pass(self, limit: int) -> tuple[datetime, int] | None:
+        """Where this pass's claim starts (None: from the start)."""
+        if not limit or self.floor is None or self.clock() >= self.next_full_scan:
+            return None
+        return self.floor
+
+    def move(
+        self, floor: tuple[datetime, int] | None, claimed: Sequence[PassRow], *, full: bool
+    ) -> None:
+        """After a claim that started at ``floor`` and got ``claimed`` (``full``: every slot)."""
+        if floor is None:
+            self.next_full_scan = self.clock() + CLAIM_FULL_SCAN_INTERVAL
+        if not full:  # the slots were not all filled: read from the start next time
+            self.floor = None
+            return
+        self.floor = min((row.fire_after, _id(row)) for row in claimed)
+
+
+def claim_params(
+    *,
+    limit: int,
+    jobs: list[str],
+    queues: list[str] | None,
+    worker: str,
+    settings: Settings,
+    floor: tuple[datetime, int] | None,
+) -> dict[str, Any]:
+    """The claim's parameters of ``executor_pass``."""
+    return {
+        "limit": limit,
+        "jobs": jobs,
+        "queues": queues,
+        "worker": worker,
+        "lease_factor": settings.LEASE_FACTOR,
+        "floor_at": floor[0] if floor else None,
+        "floor_id": floor[1] if floor else None,
+    }
+
+
+def new_claim(
+    row: PassRow,
+    *,
+    requested_at: float,
+    answered_at: float,
+    settings: Settings,
+    worker: str,
+    shutdown: Event,
+    clock: Callable[[], float],
+) -> Claim:
+    """A claim for a claimed row; its lease is what the database granted (expiry − start)."""
+    run_id = _id(row)
+    assert row.claimed_by is not None
+    kwargs = json.loads(row.kwargs) if isinstance(row.kwargs, str) else row.kwargs
+    lease = Lease.granted(
+        requested_at=requested_at,
+        answered_at=answered_at,
+        duration=(row.claim_expires_at - row.started_at).total_seconds(),
+        margin=settings.LEASE_TRUST_MARGIN.total_seconds(),
+    )
+    context = RunContext(
+        job_run_id=run_id,
+        job=row.job,
+        schedule_name=row.schedule_name,
+        scheduled_for=row.scheduled_for,
+        attempt=row.attempts,
+        max_attempts=row.max_attempts,
+        idempotency_key=row.idempotency_key,
+        worker=worker,
+        _shutdown=shutdown,
+        _clock=clock,
+    )
+    return Claim(
+        run_id=run_id,
+        token=row.claimed_by,
+        attempt=row.attempts,
+        max_attempts=row.max_attempts,
+        timeout=row.timeout,
+        job=row.job,
+        queue=row.queue,
+        kwargs=kwargs,
+        schedule_name=row.schedule_name,
+        scheduled_for=row.scheduled_for,
+        idempotency_key=row.idempotency_key,
+        fire_after=row.fire_after,
+        started_at=row.started_at,
+        lease=lease,
+        context=context,
+    )
+
+
+class NextDue:
+    """When the next pending run is due, on the local monotonic clock."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.at: float | None = None  # monotonic
+        # due but not claimable (another replica holds it for a moment): look again soon
+        self._retry = Backoff(first=0.05, cap=1.0)
+
+    def claimed(self) -> None:
+        self._retry.reset()
+
+    def note(self, due: datetime | None, db_clock: datetime) -> float | None:
+        """Remember when the next pending run is due (database clock -> local clock)."""
+        if due is None:
+            self.at = None
+            return None
+        wait: float = (due - db_clock).total_seconds()
+        if wait <= 0:
+            wait = self._retry.next()
+        else:
+            self._retry.reset()
+        self.at = self.clock() + wait
+        return wait
+
+
+def _id(row: PassRow) -> int:
+    assert row.id is not None
+    return row.id

@@ -1,0 +1,160 @@
+"""Recording outcomes: the run's new state and its attempt row, fenced on the token.
+
+Outcomes are normally written by the executor's pass statement together with
+its claim (``executor_pass``). This module builds their part of it, and holds
+the fallback for when that write fails for a reason other than a lost
+connection: each outcome alone, and if even that fails, a minimal write that
+still moves the run out of ``running`` (lease rule 3: never leave it for the
+reaper to redeliver forever).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import DatabaseError, InterfaceError, OperationalError, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from .. import events
+from ..conf import Settings
+from ..statuses import RunStatus
+from . import db, queries
+from .claims import Outcome
+from .policies import retry_delay
+from .rows import ExecutorPassResult
+from .slots import clean_text
+
+logger = logging.getLogger(__name__)
+
+
+def delay(outcome: Outcome, settings: Settings) -> float | None:
+    """Seconds before the run is retried; None when it is not (succeeded, or failed for good)."""
+    if outcome.run_status != RunStatus.RETRYING:
+        return None
+    return _backoff(outcome, settings)
+
+
+def _backoff(outcome: Outcome, settings: Settings) -> float:
+    return retry_delay(
+        outcome.claim.attempt,
+        base=settings.RETRY_BACKOFF_BASE,
+        cap=settings.RETRY_BACKOFF_MAX,
+        jitter=random.random(),
+    )
+
+
+def record_params(outcomes: Sequence[Outcome], settings: Settings) -> dict[str, Any]:
+    """The recording's parameters of ``executor_pass``."""
+    return {
+        "ids": [o.claim.run_id for o in outcomes],
+        "tokens": [o.claim.token for o in outcomes],
+        "results": [o.status for o in outcomes],
+        "errors": [o.error for o in outcomes],
+        "statuses": [o.run_status for o in outcomes],
+        "delays": [delay(o, settings) for o in outcomes],
+    }
+
+
+NOTHING_TO_RECORD: Mapping[str, Any] = {
+    "ids": [],
+    "tokens": [],
+    "results": [],
+    "errors": [],
+    "statuses": [],
+    "delays": [],
+}
+NOTHING_TO_CLAIM: Mapping[str, Any] = {
+    "limit": 0,
+    "jobs": [],
+    "queues": None,
+    "worker": "",
+    "lease_factor": 1.0,
+    "floor_at": None,
+    "floor_id": None,
+}
+
+
+def record_alone(
+    conn: BaseDatabaseWrapper,
+    now: datetime | None,
+    outcomes: Sequence[Outcome],
+    settings: Settings,
+) -> dict[int, str]:
+    """Record ``outcomes`` without claiming: run id -> its status now, for each recorded."""
+    params = {"now": now, **record_params(outcomes, settings), **NOTHING_TO_CLAIM}
+    return ExecutorPassResult.from_rows(db.fetch(conn, queries.EXECUTOR_PASS, params)).recorded
+
+
+def record_one_by_one(
+    conn: BaseDatabaseWrapper,
+    now: datetime | None,
+    outcomes: Sequence[Outcome],
+    settings: Settings,
+    using: str,
+) -> dict[int, str]:
+    """The fallback after a failed batch: each outcome in a savepoint, else a minimal write."""
+    recorded: dict[int, str] = {}
+    for outcome in outcomes:
+        recorded.update(record_one_or_minimal(conn, now, outcome, settings, using))
+    return recorded
+
+
+def record_one_or_minimal(
+    conn: BaseDatabaseWrapper,
+    now: datetime | None,
+    outcome: Outcome,
+    settings: Settings,
+    using: str,
+) -> dict[int, str]:
+    try:
+        with transaction.atomic(using=using):
+            return record_alone(conn, now, [outcome], settings)
+    except (OperationalError, InterfaceError):
+        raise
+    except DatabaseError as exc:
+        logger.error(
+            "run %s: outcome could not be recorded (%s); failing it minimally",
+            outcome.claim.run_id,
+            exc,
+        )
+        rows = db.fetch(
+            conn,
+            queries.EXECUTOR_FAIL_MINIMAL,
+            {
+                "now": now,
+                "id": outcome.claim.run_id,
+                "token": outcome.claim.token,
+                # even a success is retried when it could not be recorded (at-least-once),
+                # unless this was the last attempt or the job cannot run here
+                "delay": _backoff(outcome, settings) if outcome.retry else None,
+                "note": clean_text(f"outcome could not be recorded: {exc}")[:2000],
+            },
+        )
+        return {row.id: row.status for row in rows}
+
+
+def announce(sender: type, outcomes: Sequence[Outcome], recorded: Mapping[int, str]) -> None:
+    """Tell the subscribers (metrics, logs) what each outcome came to."""
+    for outcome in outcomes:
+        claim = outcome.claim
+        status = recorded.get(claim.run_id)
+        if status is None:
+            logger.warning(
+                "run %s: lease lost before its outcome was recorded; discarded", claim.run_id
+            )
+            events.lease_lost.send(sender=sender, run_id=claim.run_id, reason="completion refused")
+            continue
+        events.attempt_finished.send(
+            sender=sender,
+            run_id=claim.run_id,
+            job=claim.job,
+            queue=claim.queue,
+            attempt=claim.attempt,
+            outcome=outcome.status,
+            status=status,
+            duration=outcome.duration,
+        )

@@ -1,0 +1,152 @@
+"""The rows the named statements of ``queries.sql`` return, as typed records.
+
+Each result is read into its record **by column name**, once, at the edge
+(``db.fetch()`` builds the record from the cursor's column names), so the
+engine never reads a row by position. A record's fields are exactly its
+statement's output columns; a statement whose columns drift from its record
+fails at its first use with the names that differ (``tests/unit/test_rows.py``
+also checks every ``RETURNING``/``SELECT`` list against its record).
+
+The records are ``NamedTuple``\\ s: typed and named, cheap to build, and still
+unpackable where a signal's receivers expect a plain tuple (``leases_reaped``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
+
+
+class DueSchedule(NamedTuple):
+    """``planner_claim``: the database time, and one due schedule (``id`` None: none due)."""
+
+    db_now: datetime
+    id: int | None
+    name: str
+    job: str
+    cron: str | None
+    interval: timedelta | None
+    anchor: datetime | None
+    next_fire_at: datetime | None
+    misfire_policy: str
+    catch_up_limit: int
+    misfire_grace: timedelta | None
+    max_attempts: int | None
+    timeout: timedelta | None
+    queue: str | None
+
+
+class Applied(NamedTuple):
+    """``planner_apply``: schedules advanced, and the schedule id of every run inserted."""
+
+    advanced: int
+    inserted: list[int]
+    notified: Any  # NULL: nothing inserted, nobody woken
+
+
+class PassRow(NamedTuple):
+    """``executor_pass``: a run claimed for an idle slot (``id`` None: none was), and the pass.
+
+    The pass's own facts repeat on every row: the outcomes it recorded (ids and
+    the runs' new statuses, in id order; NULL when none), when the next
+    claimable run falls due (only when the claim did not fill the idle slots)
+    and the database time. :class:`ExecutorPassResult` splits them apart.
+    """
+
+    id: int | None
+    claimed_by: uuid.UUID | None
+    attempts: int
+    max_attempts: int
+    timeout: timedelta
+    job: str
+    queue: str
+    kwargs: Any  # the JSON object, decoded
+    schedule_name: str | None
+    scheduled_for: datetime
+    idempotency_key: str
+    fire_after: datetime
+    started_at: datetime
+    claim_expires_at: datetime
+    recorded_ids: list[int] | None
+    recorded_statuses: list[str] | None
+    next_due: datetime | None
+    db_now: datetime
+
+
+@dataclass(frozen=True)
+class ExecutorPassResult:
+    """An ``executor_pass`` result, by kind."""
+
+    recorded: dict[int, str]  # run id -> its status now, for every outcome recorded
+    claimed: list[PassRow]  # the runs claimed
+    next_due: datetime | None  # when the next claimable run falls due (slots left idle)
+    db_now: datetime
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[PassRow]) -> ExecutorPassResult:
+        first = rows[0]  # there is always one: the pass's own row
+        recorded = dict(zip(first.recorded_ids or (), first.recorded_statuses or (), strict=True))
+        claimed = [row for row in rows if row.id is not None]
+        return cls(recorded, claimed, first.next_due, first.db_now)
+
+
+class Renewed(NamedTuple):
+    """``executor_renew``: a lease still ours, extended."""
+
+    id: int
+    claim_expires_at: datetime
+
+
+class Failed(NamedTuple):
+    """``executor_fail_minimal``: a run moved out of ``running`` by the fallback write."""
+
+    id: int
+    status: str
+
+
+class Released(NamedTuple):
+    """``executor_release``: a run given back unstarted."""
+
+    id: int
+
+
+class ReapCandidate(NamedTuple):
+    """``reaper_candidates``: a running run whose lease looks expired."""
+
+    id: int
+    claimed_by: uuid.UUID
+    attempts: int
+
+
+class ReapedRun(NamedTuple):
+    """``reaper_reap``: a run recovered from an expired lease (``leases_reaped`` sends these)."""
+
+    id: int
+    status: str
+    job: str
+    queue: str
+
+
+class CancelledRun(NamedTuple):
+    """``cancel_runs``: a run an operator cancelled, and what it was before."""
+
+    id: int
+    was: str
+    job: str
+    queue: str
+    attempts: int
+
+
+class DatabaseNow(NamedTuple):
+    """``database_now``."""
+
+    now: datetime
+
+
+class Notified(NamedTuple):
+    """``wake_executors``."""
+
+    notified: Any

@@ -1,0 +1,277 @@
+"""The executor's slots: the claims it holds, the threads that run their jobs.
+
+A :class:`Slots` owns every claim of one executor (keyed by lease token: a
+run abandoned here may be re-claimed here while its old claim still holds a
+slot), the slot threads, and the queue of outcomes their jobs produced. It
+moves claims through their lifecycle (``claims.py``) under one lock, and says
+how many slots are idle (lease rule 1: a pass never claims more).
+
+Jobs run in daemon threads. Python cannot kill a thread, so a timeout is a
+request: past it the job's context reports cancelled, and when the function
+returns (whatever it returns) the attempt is recorded ``timed_out``. Until then
+the run stays leased and renewed and its slot stays busy, so a job that ignores
+``is_cancelled()`` is never run a second time alongside itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterable
+
+from django.db import close_old_connections
+
+from ..limits import MAX_ERROR_CHARS
+from ..registry import get_job
+from ..statuses import AttemptStatus
+from . import failpoints
+from .claims import Claim, ClaimState, Outcome
+
+logger = logging.getLogger(__name__)
+
+
+class Slots:
+    """``concurrency`` slots; ``inline=True`` runs each job in the thread that submits it."""
+
+    def __init__(
+        self,
+        concurrency: int,
+        *,
+        clock: Callable[[], float],
+        wake: threading.Event,
+        inline: bool = False,
+    ) -> None:
+        self.concurrency = concurrency
+        self.clock = clock
+        self.wake = wake  # set whenever a job returns: there is an outcome to record
+        self.inline = inline
+        self.claims: dict[uuid.UUID, Claim] = {}
+        self.lock = threading.Lock()
+        self._returned = threading.Condition(self.lock)  # a job's thread handed its claim back
+        self.outcomes: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
+        self._work: queue.SimpleQueue[Claim | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+
+    # -- counting ---------------------------------------------------------------------
+
+    def idle(self) -> int:
+        """Slots free for a claim.
+
+        A slot whose job returned is free once its outcome is taken (the pass
+        that claims for it records the outcome in the same statement). A slot
+        whose run was abandoned is free once the job's thread is done with it
+        and the database's lease has certainly expired.
+        """
+        with self.lock:
+            self.drop_settled()
+            now = self.clock()
+            return self.concurrency - sum(1 for c in self.claims.values() if c.holds_slot(now))
+
+    def drop_settled(self) -> None:
+        """Forget abandoned claims that no longer occupy a slot (call with the lock held)."""
+        now = self.clock()
+        for token, claim in list(self.claims.items()):
+            if claim.settled(now):
+                del self.claims[token]
+
+    def busy(self) -> int:
+        """Jobs still running on a thread (including ones timed out or abandoned)."""
+        with self.lock:
+            return sum(1 for c in self.claims.values() if c.state is not ClaimState.RELEASED)
+
+    def drained(self) -> bool:
+        """Nothing left to run or record (threads of timed-out jobs may still be running)."""
+        with self.lock:
+            return not any(c.state.leased for c in self.claims.values())
+
+    def wake_times(self) -> list[float]:
+        """When a claim needs the executor next (renewal, trust, timeout, a slot freeing)."""
+        with self.lock:
+            return [t for claim in self.claims.values() for t in claim.wake_times()]
+
+    def all_taken(self) -> bool:
+        """Every slot has a claim (in any state): no run coming due can be claimed now."""
+        with self.lock:
+            return len(self.claims) >= self.concurrency
+
+    # -- claims in and out ------------------------------------------------------------
+
+    def add(self, claims: Iterable[Claim]) -> None:
+        with self.lock:
+            for claim in claims:
+                self.claims[claim.token] = claim
+
+    def submit(self, claim: Claim) -> None:
+        """Run ``claim``'s job: now in this thread (inline), else on the next free slot thread."""
+        if self.inline:
+            self._run(claim)
+        else:
+            self._work.put(claim)
+
+    def forget_recorded(self, outcomes: Iterable[Outcome]) -> None:
+        """The outcomes were written (or refused): their claims are over."""
+        with self.lock:
+            for outcome in outcomes:
+                if outcome.claim.state is ClaimState.DONE:
+                    self.claims.pop(outcome.claim.token, None)
+
+    def forget(self, claims: Iterable[Claim]) -> None:
+        with self.lock:
+            for claim in claims:
+                self.claims.pop(claim.token, None)
+
+    def select(self, predicate: Callable[[Claim], bool]) -> list[Claim]:
+        with self.lock:
+            return [c for c in self.claims.values() if predicate(c)]
+
+    # -- outcomes ---------------------------------------------------------------------
+
+    def take_outcomes(self, into: list[Outcome]) -> list[Outcome]:
+        """Move the queued outcomes into ``into``; those still to record (not abandoned)."""
+        while True:
+            try:
+                into.append(self.outcomes.get_nowait())
+            except queue.Empty:
+                break
+        return [o for o in into if o.claim.state is not ClaimState.ABANDONED]
+
+    def gather(self, window: float) -> None:
+        """With an outcome to record, wait up to ``window`` seconds for the other jobs to end.
+
+        Real time, not ``self.clock``: the wait is bounded whatever clock tests inject.
+        """
+        if self.inline or self.outcomes.empty():
+            return
+        deadline = time.monotonic() + window
+        with self._returned:
+            while any(c.state.job_pending for c in self.claims.values()):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._returned.wait(remaining)
+        # The wake-ups of the jobs gathered here are served by this pass (and a
+        # NOTIFY that arrived meanwhile by its claim, which reads after it).
+        self.wake.clear()
+
+    # -- local deadlines ----------------------------------------------------------------
+
+    def expire(self) -> tuple[list[Claim], list[Claim]]:
+        """Timeouts and lost trust, by this replica's monotonic clock: (overdue, abandoned)."""
+        now = self.clock()
+        overdue: list[Claim] = []
+        lost: list[Claim] = []
+        with self.lock:
+            for claim in list(self.claims.values()):
+                if claim.state.in_progress and not claim.lease.trusted(now):
+                    claim.abandon("the lease could not be renewed in time")
+                    lost.append(claim)
+                elif claim.time_out(now):  # stays leased until its thread returns
+                    overdue.append(claim)
+        return overdue, lost
+
+    # -- threads ------------------------------------------------------------------------
+
+    def start_threads(self) -> None:
+        for index in range(self.concurrency):
+            thread = threading.Thread(target=self._slot, name=f"pgsched-slot-{index}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _slot(self) -> None:
+        while True:
+            claim = self._work.get()
+            if claim is None:
+                return
+            self._run(claim)
+
+    def _run(self, claim: Claim) -> None:
+        with self.lock:
+            if not claim.start(self.clock()):
+                return  # released while waiting for a slot
+        status, error, retry = invoke(claim, like_a_request=not self.inline)
+        failpoints.hit("executor.after_job")
+        with self.lock:
+            now = self.clock()
+            was = claim.job_returned(now)
+            if was in (ClaimState.RUNNING, ClaimState.OVERDUE):
+                # Queued before the slot shows idle: a pass that counts this slot as
+                # free also records this outcome, so the run's attempt ends in the
+                # statement that claims its successor (never one run too many).
+                self.outcomes.put(_outcome(claim, was, status, error, retry, now))
+            elif (
+                was is ClaimState.ABANDONED
+            ):  # the result is discarded; the slot frees with the lease
+                self.drop_settled()
+            else:  # interrupted at shutdown (its outcome is already queued): the slot frees
+                self.claims.pop(claim.token, None)
+            self._returned.notify_all()
+        if (
+            was not in (ClaimState.RUNNING, ClaimState.OVERDUE)
+            and status == AttemptStatus.SUCCEEDED
+        ):
+            logger.warning(
+                "run %s finished after its lease was lost or the replica gave it "
+                "up; its result was discarded",
+                claim.run_id,
+            )
+        self.wake.set()
+
+
+def _outcome(
+    claim: Claim, was: ClaimState, status: AttemptStatus, error: str, retry: bool, now: float
+) -> Outcome:
+    elapsed = claim.elapsed(now)
+    if was is ClaimState.OVERDUE:
+        error = (
+            f"timed out: still running {claim.timeout.total_seconds():g}s after it "
+            f"started; returned after {elapsed:.3g}s\n{error}"
+        ).rstrip()
+        return Outcome(claim, AttemptStatus.TIMED_OUT, error, elapsed)
+    return Outcome(claim, status, error, elapsed, retry)
+
+
+def invoke(claim: Claim, *, like_a_request: bool) -> tuple[AttemptStatus, str, bool]:
+    """Run ``claim``'s job: (attempt status, error text, whether a failure may be retried).
+
+    A job's failure is data: every exception (even ``SystemExit``) becomes a
+    failed attempt with its traceback, never a crash. On a slot thread
+    (``like_a_request``) the job's database connections are handled as Django
+    handles a request's: closed if unusable or past ``CONN_MAX_AGE`` before
+    and after.
+    """
+    spec = get_job(claim.job)
+    try:
+        if like_a_request:
+            close_old_connections()
+        failpoints.hit("executor.before_job")
+        if spec is None:
+            return AttemptStatus.FAILED, f"job {claim.job!r} is not registered here", False
+        if spec.takes_context:
+            spec.func(claim.context, **claim.kwargs)
+        else:
+            spec.func(**claim.kwargs)
+        return AttemptStatus.SUCCEEDED, "", True
+    except BaseException as exc:
+        return AttemptStatus.FAILED, format_error(exc), True
+    finally:
+        if like_a_request:
+            try:
+                close_old_connections()
+            except Exception:  # pragma: no cover
+                logger.debug("closing the job's connections failed", exc_info=True)
+
+
+def clean_text(text: str) -> str:
+    return text.replace("\x00", "\\x00")
+
+
+def format_error(exc: BaseException) -> str:
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=20)
+    text = "".join(lines)
+    if len(text) > MAX_ERROR_CHARS:
+        text = text[: MAX_ERROR_CHARS // 4] + "\n…\n" + text[-(MAX_ERROR_CHARS * 3) // 4 :]
+    return clean_text(text)

@@ -1,0 +1,26 @@
+"""The scheduler's fixed bounds, each in one place.
+
+The database's CHECK constraints (see the migrations) enforce the same numbers;
+``tests/unit/test_statuses.py`` checks that they agree with this module.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+#: Attempts of one run: ``max_attempts`` is 1..MAX_ATTEMPTS, attempt numbers too.
+MAX_ATTEMPTS = 8
+#: A schedule's ``catch_up_limit`` (and ``DEFAULT_CATCH_UP_LIMIT``) is 1..MAX_CATCH_UP_LIMIT.
+MAX_CATCH_UP_LIMIT = 1000
+#: A job's timeout is between these (inclusive).
+MIN_TIMEOUT = timedelta(seconds=1)
+MAX_TIMEOUT = timedelta(days=7)
+#: A schedule's ``misfire_grace`` is between 0 and this.
+MAX_MISFIRE_GRACE = timedelta(days=366)
+#: ``pgsched_schedule.next_fire_at`` is before this (a CHECK): a schedule whose next
+#: occurrence is not is broken.
+LAST_FIRE_TIME = datetime(9999, 1, 1, tzinfo=UTC)
+#: Runs one planner pass materialises for one schedule; the rest wait for the next pass.
+MAX_RUNS_PER_SCHEDULE = 2000
+#: An attempt's error text (a traceback) is cut to this many characters.
+MAX_ERROR_CHARS = 8000

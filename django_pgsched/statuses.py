@@ -1,0 +1,62 @@
+"""Every status and choice a schedule, run or attempt can take, and their groups.
+
+This is the one home of these values: the models, the engine, the admin, the
+metrics and the API import them from here (``django_pgsched.models`` re-exports
+the choices). The database's CHECK constraints and the partial indexes in the
+migrations spell the same values, and the hot-path SQL in
+``engine/queries.sql`` repeats the groups literally so that PostgreSQL's query
+planner can match the partial indexes; ``tests/unit/test_statuses.py`` checks
+that every spelling agrees with this module. A new status is added here, to a
+group if it belongs to one, and to its CHECK constraint in a new migration.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class ScheduleStatus(models.TextChoices):
+    ACTIVE = "active", "active"
+    PAUSED = "paused", "paused"
+    BROKEN = "broken", "broken (see last error)"
+
+
+class MisfirePolicy(models.TextChoices):
+    SKIP = "skip", "skip: run nothing that was missed"
+    LATEST = "latest", "latest: run the most recent missed occurrence"
+    CATCH_UP = "catch_up", "catch up: run up to catch_up_limit missed occurrences"
+
+
+class RunStatus(models.TextChoices):
+    PENDING = "pending", "pending"
+    RUNNING = "running", "running"
+    RETRYING = "retrying", "retrying"
+    SUCCEEDED = "succeeded", "succeeded"
+    FAILED = "failed", "failed"
+    CANCELLED = "cancelled", "cancelled"
+
+
+class AttemptStatus(models.TextChoices):
+    SUCCEEDED = "succeeded", "succeeded"
+    FAILED = "failed", "failed"
+    TIMED_OUT = "timed_out", "timed out"
+    LOST = "lost", "lost (lease expired)"
+    CANCELLED = "cancelled", "cancelled"
+
+
+#: Runs an executor may claim once due (``pgsched_run_claimable_idx``).
+CLAIMABLE_STATUSES: tuple[RunStatus, ...] = (RunStatus.PENDING, RunStatus.RETRYING)
+#: Runs that are over: they never change again (retention deletes them).
+TERMINAL_STATUSES: tuple[RunStatus, ...] = (
+    RunStatus.SUCCEEDED,
+    RunStatus.FAILED,
+    RunStatus.CANCELLED,
+)
+#: Runs not over yet: claimable or running (the backlog gauge counts the due ones).
+UNFINISHED_STATUSES: tuple[RunStatus, ...] = (*CLAIMABLE_STATUSES, RunStatus.RUNNING)
+#: Runs that ended without success (``pgsched_run_unsuccessful_idx``).
+UNSUCCESSFUL_STATUSES: tuple[RunStatus, ...] = (RunStatus.FAILED, RunStatus.CANCELLED)
+#: Runs that ``api.retry_run()`` (the admin's "retry") accepts.
+RETRYABLE_STATUSES: tuple[RunStatus, ...] = UNSUCCESSFUL_STATUSES
+#: Runs an operator's cancel changes (a running one only while its lease token holds).
+CANCELLABLE_STATUSES: tuple[RunStatus, ...] = UNFINISHED_STATUSES

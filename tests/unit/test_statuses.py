@@ -1,0 +1,81 @@
+"""Each status group and bound has one home; every other spelling of it must agree."""
+
+from __future__ import annotations
+
+import re
+
+from django_pgsched import limits, statuses
+from django_pgsched.engine import queries
+from django_pgsched.models import Attempt, JobRun, Schedule
+
+GROUPS = {
+    "claimable": set(statuses.CLAIMABLE_STATUSES),
+    "terminal": set(statuses.TERMINAL_STATUSES),
+    "unfinished": set(statuses.UNFINISHED_STATUSES),
+    "unsuccessful": set(statuses.UNSUCCESSFUL_STATUSES),
+}
+
+
+def sql_text() -> str:
+    return "\n".join(queries.get(name) for name in queries.names())
+
+
+def test_every_status_list_in_the_hot_path_sql_is_a_named_group():
+    # the SQL repeats the groups literally so that PostgreSQL's query planner can
+    # match the partial indexes; each list must be one of the groups, exactly
+    lists = re.findall(r"status IN \(([^)]*)\)", sql_text())
+    assert lists, "no status lists found"
+    for found in lists:
+        values = {v.strip().strip("'") for v in found.split(",")}
+        assert values in GROUPS.values(), found
+
+
+def test_every_status_literal_in_the_hot_path_sql_is_a_known_status():
+    known = set(statuses.RunStatus.values) | set(statuses.AttemptStatus.values)
+    known |= set(statuses.ScheduleStatus.values)
+    for literal in re.findall(r"(?:status|was)\s*(?:=|<>)\s*'(\w+)'", sql_text()):
+        assert literal in known, literal
+    for literal in re.findall(r"THEN '(\w+)'|ELSE '(\w+)'", sql_text()):
+        value = next(v for v in literal if v)
+        assert value in known, value
+
+
+def test_the_claim_counts_attempts_below_max_attempts():
+    # the attempt counted at the claim stays within the CHECK (1..MAX_ATTEMPTS) because
+    # only runs with attempts < max_attempts are claimable
+    claim = queries.get("executor_pass")
+    assert "r.attempts < r.max_attempts" in claim and "attempts = r.attempts + 1" in claim
+
+
+def constraint(model, name: str):
+    (found,) = [c for c in model._meta.constraints if c.name == name]
+    return found
+
+
+def test_the_models_constraints_use_the_bounds_and_groups():
+    assert ("max_attempts__lte", limits.MAX_ATTEMPTS) in constraint(
+        JobRun, "pgsched_run_max_attempts_range"
+    ).condition.children
+    assert ("number__lte", limits.MAX_ATTEMPTS) in constraint(
+        Attempt, "pgsched_attempt_number_range"
+    ).condition.children
+    assert ("catch_up_limit__lte", limits.MAX_CATCH_UP_LIMIT) in constraint(
+        Schedule, "pgsched_schedule_catch_up_limit_range"
+    ).condition.children
+    status = constraint(JobRun, "pgsched_run_status_valid").condition.children
+    assert status == [("status__in", statuses.RunStatus.values)]
+
+
+def test_the_groups_partition_the_run_statuses():
+    assert set(statuses.CLAIMABLE_STATUSES) | {statuses.RunStatus.RUNNING} == set(
+        statuses.UNFINISHED_STATUSES
+    )
+    assert set(statuses.UNFINISHED_STATUSES) | set(statuses.TERMINAL_STATUSES) == set(
+        statuses.RunStatus.values
+    )
+    assert not set(statuses.UNFINISHED_STATUSES) & set(statuses.TERMINAL_STATUSES)
+    assert set(statuses.UNSUCCESSFUL_STATUSES) <= set(statuses.TERMINAL_STATUSES)
+
+
+def test_every_named_statement_is_run_as_a_statement_or_command():
+    assert sorted(s.name for s in queries.STATEMENTS) == queries.names()
