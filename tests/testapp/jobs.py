@@ -33,6 +33,15 @@ def noop(**kwargs: Any) -> None:
     CALLS.append({"job": "noop", **kwargs})
 
 
+@job(name="tests.chain")
+def chain(left: int = 0, **kwargs: Any) -> None:
+    """Enqueue one more run of itself, due now, until ``left`` reaches 0."""
+    from django_pgsched import enqueue
+
+    if left > 0:
+        enqueue("tests.chain", kwargs={"left": left - 1})
+
+
 @job(name="tests.witness", takes_context=True)
 def witness(context: RunContext, label: str = "", **kwargs: Any) -> None:
     _witness(context, label, datetime.now(UTC))
