@@ -14,9 +14,10 @@ from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from django.core.exceptions import ValidationError
-from django.db import connections, models
+from django.db import connections, models, transaction
 from django.db.models.functions import Now
 
+from .audit.actor import orm_unless_named
 from .conf import get_settings
 from .limits import MAX_ATTEMPTS, MAX_CATCH_UP_LIMIT, MAX_MISFIRE_GRACE, MIN_TIMEOUT
 from .payload import validate_kwargs
@@ -41,11 +42,13 @@ __all__ = [
     "UNFINISHED_STATUSES",
     "Attempt",
     "AttemptStatus",
+    "ChangeAction",
     "JobRun",
     "MisfirePolicy",
     "Replica",
     "RunStatus",
     "Schedule",
+    "ScheduleChange",
     "ScheduleStatus",
     "db_now",
 ]
@@ -89,6 +92,16 @@ def db_now(using: str | None = None) -> datetime:
 class ScheduleQuerySet(models.QuerySet["Schedule"]):
     def active(self) -> ScheduleQuerySet:
         return self.filter(status=ScheduleStatus.ACTIVE)
+
+    # The audit trail names the ORM as the actor of changes no one else claimed.
+
+    def update(self, **kwargs: Any) -> int:
+        with transaction.atomic(using=self.db, savepoint=False), orm_unless_named(self.db):
+            return super().update(**kwargs)
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        with transaction.atomic(using=self.db, savepoint=False), orm_unless_named(self.db):
+            return super().delete()
 
 
 class Schedule(models.Model):
@@ -218,6 +231,17 @@ class Schedule(models.Model):
             self.status = ScheduleStatus.ACTIVE  # the definition was fixed
             self.last_error = ""
         using = kwargs.get("using") or get_settings().DATABASE_ALIAS
+        # the audit trail's actor is the ORM, unless one is named
+        with transaction.atomic(using=using, savepoint=False), orm_unless_named(using):
+            self._save(using, args, kwargs)
+        self._remember()
+
+    def delete(self, using: Any = None, keep_parents: bool = False) -> tuple[int, dict[str, int]]:
+        alias = using or get_settings().DATABASE_ALIAS
+        with transaction.atomic(using=alias, savepoint=False), orm_unless_named(alias):
+            return super().delete(using=using, keep_parents=keep_parents)
+
+    def _save(self, using: str, args: Any, kwargs: dict[str, Any]) -> None:
         if self._needs_first_fire() or (self.interval is not None and self.anchor is None):
             now = db_now(using)
             if self.interval is not None and self.anchor is None:
@@ -231,7 +255,6 @@ class Schedule(models.Model):
             if update_fields is not None:
                 kwargs["update_fields"] = {*update_fields, "next_fire_at", "anchor"}
         super().save(*args, **kwargs)
-        self._remember()
 
     @property
     def kind(self) -> str:
@@ -609,3 +632,7 @@ class Replica(models.Model):
 
     def __str__(self) -> str:
         return self.worker
+
+
+# Models of the capabilities' rooms, imported here so that Django registers them.
+from .audit.models import ChangeAction, ScheduleChange  # noqa: E402

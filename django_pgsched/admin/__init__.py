@@ -24,14 +24,15 @@ Three rules keep it honest and fast:
   id or idempotency key; facet counts are off.
 
 Modules: :mod:`~django_pgsched.admin.common` (what both pages share),
-:mod:`~django_pgsched.admin.schedules`, :mod:`~django_pgsched.admin.runs` and
-:mod:`~django_pgsched.admin.replicas` (each registers its model admin when
-imported, as Django's autodiscovery imports this package). The templates are
+:mod:`~django_pgsched.admin.schedules`, :mod:`~django_pgsched.admin.runs`,
+:mod:`~django_pgsched.admin.replicas` and :mod:`~django_pgsched.admin.changes`
+(the audit trail); each registers its model admin when imported, as Django's
+autodiscovery imports this package. The templates are
 in ``templates/admin/pgsched/``.
 """
 
 from __future__ import annotations
 
-from . import common, replicas, runs, schedules
+from . import changes, common, replicas, runs, schedules
 
-__all__ = ["common", "replicas", "runs", "schedules"]
+__all__ = ["changes", "common", "replicas", "runs", "schedules"]

@@ -24,10 +24,12 @@ from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
 from .. import api
+from ..audit import actor, for_user
 from ..conf import get_settings
 from ..models import Schedule, ScheduleStatus, db_now
 from ..registry import all_jobs
 from ..timing import describe, timetable
+from .changes import changes_table
 from .common import (
     ACTION_LIMIT,
     TIME,
@@ -167,6 +169,7 @@ class ScheduleAdmin(ScheduleAdminBase):
         "declared_in",
         "created_at",
         "updated_at",
+        "change_history",
     )
     fieldsets = (
         (None, {"fields": ("name", "job", "kwargs", "tenant")}),
@@ -197,6 +200,14 @@ class ScheduleAdmin(ScheduleAdminBase):
                     "created_at",
                     "updated_at",
                 )
+            },
+        ),
+        (
+            "Changes",
+            {
+                "fields": ("change_history",),
+                "description": "Who changed this schedule, when, and what: every path "
+                "(the admin, code, the settings sync, plain SQL) is recorded by the database.",
             },
         ),
     )
@@ -330,6 +341,12 @@ class ScheduleAdmin(ScheduleAdminBase):
             '<strong>{}</strong>{}<ol class="pgsched-preview">{}</ol>', words, paused, items
         )
 
+    @admin.display(description="Latest changes")
+    def change_history(self, obj: Schedule) -> SafeString:
+        if obj._state.adding:
+            return format_html("{}", "—")
+        return changes_table(obj)
+
     @admin.display(description="Declared in")
     def declared_in(self, obj: Schedule) -> str:
         if obj.source == "settings":
@@ -351,6 +368,36 @@ class ScheduleAdmin(ScheduleAdminBase):
         if obj is not None:
             attach_recent_runs([obj])
         return obj
+
+    # Every page that can change schedules names its user in the audit trail.
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        if request.method != "POST":
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        with actor(for_user(request.user.get_username())):
+            return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if request.method != "POST":
+            return super().delete_view(request, object_id, extra_context)
+        with actor(for_user(request.user.get_username())):
+            return super().delete_view(request, object_id, extra_context)
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        if request.method != "POST":  # actions (pause, resume, delete) are POSTs
+            return super().changelist_view(request, extra_context)
+        with actor(for_user(request.user.get_username())):
+            return super().changelist_view(request, extra_context)
 
     def change_view(
         self,
@@ -414,7 +461,8 @@ class ScheduleAdmin(ScheduleAdminBase):
 
     def pause_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         obj = self._target(request, object_id, self.has_pause_permission(request))
-        api.pause(obj)
+        with actor(for_user(request.user.get_username())):
+            api.pause(obj)
         self.log(request, [obj], "Paused")
         self.message_user(
             request, f"Paused {obj.name}; its unstarted runs were cancelled.", messages.SUCCESS
@@ -423,7 +471,8 @@ class ScheduleAdmin(ScheduleAdminBase):
 
     def resume_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         obj = self._target(request, object_id, self.has_pause_permission(request))
-        api.resume(obj)
+        with actor(for_user(request.user.get_username())):
+            api.resume(obj)
         self.log(request, [obj], "Resumed")
         self.message_user(
             request,

@@ -69,12 +69,14 @@ def configure(conn: BaseDatabaseWrapper, role: str, settings: Settings | None = 
             "SELECT set_config('lock_timeout', %s, false),"
             " set_config('statement_timeout', %s, false),"
             " set_config('idle_in_transaction_session_timeout', %s, false),"
-            " set_config('application_name', %s, false)",
+            " set_config('application_name', %s, false),"
+            " set_config('pgsched.actor', %s, false)",  # who, in the schedule audit trail
             [
                 _ms(settings.LOCK_TIMEOUT.total_seconds()),
                 _ms(settings.STATEMENT_TIMEOUT.total_seconds()),
                 _ms(settings.IDLE_IN_TRANSACTION_TIMEOUT.total_seconds()),
                 f"pgsched {role} {worker_id()}"[:63],
+                f"{role} {worker_id()}"[:200],
             ],
         )
     setattr(raw, _CONFIGURED_ATTR, role)

@@ -5,7 +5,8 @@
   last attempt — with a ``lost`` attempt row.
 - :class:`Retention`: terminal runs (and their attempts) scheduled and
   finished more than ``PGSCHED['RETENTION']`` ago are deleted in bounded
-  batches, oldest scheduled first (a range of ``pgsched_run_recent_idx``).
+  batches, oldest scheduled first (a range of ``pgsched_run_recent_idx``);
+  then, the same way, the history beside them (the schedule audit trail).
 
 Neither is a scheduled job of the system itself, so neither can stall behind
 the work it is meant to recover.
@@ -92,8 +93,13 @@ class Reaper:
 
 @dataclass(frozen=True)
 class RetentionResult:
-    deleted: int = 0
-    batches: int = 0
+    deleted: int = 0  # runs
+    batches: int = 0  # of runs
+    history: int = 0  # rows of the schedule audit trail
+
+
+# The history kept beside the runs, deleted at the same age (one named statement each).
+HISTORY_STATEMENTS = (queries.RETENTION_DELETE_CHANGES,)
 
 
 class Retention:
@@ -137,9 +143,22 @@ class Retention:
                 deleted += count
                 if count < self.settings.RETENTION_BATCH:
                     break
+            history = 0
+            spent = batches  # the history shares the round's budget of batches
+            for statement in HISTORY_STATEMENTS:
+                while spent < self.max_batches and time.monotonic() - started < self.time_budget:
+                    count = db.execute(
+                        conn, statement, {"cutoff": cutoff, "batch": self.settings.RETENTION_BATCH}
+                    )
+                    spent += 1
+                    history += count
+                    if count < self.settings.RETENTION_BATCH:
+                        break
+        if history:
+            logger.info("retention deleted %d row(s) of history from before %s", history, cutoff)
         if deleted:
             logger.info(
                 "retention deleted %d run(s) scheduled and finished before %s", deleted, cutoff
             )
             events.runs_pruned.send(sender=type(self), deleted=deleted)
-        return RetentionResult(deleted=deleted, batches=batches)
+        return RetentionResult(deleted=deleted, batches=batches, history=history)

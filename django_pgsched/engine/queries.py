@@ -77,6 +77,7 @@ EXECUTOR_RELEASE = Statement("executor_release", rows.Released)
 REAPER_CANDIDATES = Statement("reaper_candidates", rows.ReapCandidate)
 REAPER_REAP = Statement("reaper_reap", rows.ReapedRun)
 RETENTION_DELETE = Command("retention_delete")
+RETENTION_DELETE_CHANGES = Command("retention_delete_changes")
 CANCEL_RUNS = Statement("cancel_runs", rows.CancelledRun)
 WAKE_EXECUTORS = Statement("wake_executors", rows.Notified)
 DATABASE_NOW = Statement("database_now", rows.DatabaseNow)
@@ -93,6 +94,7 @@ STATEMENTS: tuple[Statement[Any] | Command, ...] = (
     REAPER_CANDIDATES,
     REAPER_REAP,
     RETENTION_DELETE,
+    RETENTION_DELETE_CHANGES,
     CANCEL_RUNS,
     WAKE_EXECUTORS,
     DATABASE_NOW,

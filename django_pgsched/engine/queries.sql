@@ -320,6 +320,22 @@ DELETE FROM pgsched_job_run r
  WHERE r.id = d.id;
 
 
+-- name: retention_delete_changes
+-- The audit trail's retention, like the runs': one bounded batch of schedule
+-- changes recorded before the cutoff (pgsched_change_at_idx).
+WITH doomed AS MATERIALIZED (
+    SELECT id
+      FROM pgsched_schedule_change
+     WHERE at < %(cutoff)s
+     ORDER BY at, id
+     LIMIT %(batch)s
+       FOR UPDATE SKIP LOCKED
+)
+DELETE FROM pgsched_schedule_change c
+ USING doomed d
+ WHERE c.id = d.id;
+
+
 -- name: cancel_runs
 -- An operator's cancel (api.cancel_runs) of runs that have not finished, given
 -- as (id, lease token seen). A pending or retrying run is cancelled if it still

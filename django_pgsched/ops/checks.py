@@ -12,6 +12,9 @@ pgsched.E006   A database router sends the scheduler's models away from
                ``DATABASE_ALIAS`` (claims must go to the primary).
 pgsched.E007   Failpoints (``PGSCHED_FAILPOINTS``) are set while ``DEBUG`` is off.
 pgsched.E008   The unique occurrence index is missing or invalid (database check).
+pgsched.W003   The schedule audit trigger does not cover every column of
+               ``pgsched_schedule`` (database check): changes to those columns
+               alone are not recorded.
 pgsched.W001   ``IDLE_IN_TRANSACTION_TIMEOUT`` is longer than the shortest
                lease, so a frozen replica could hold rows past it.
 pgsched.W002   ``RETENTION`` is shorter than a day: replans could refire deleted
@@ -196,7 +199,7 @@ def check_database_version(
                 id="pgsched.E002",
             )
         ]
-    return _check_occurrence_index(conn)
+    return _check_occurrence_index(conn) + _check_audit_trigger(conn)
 
 
 def _check_occurrence_index(conn: Any) -> list[checks.CheckMessage]:
@@ -224,5 +227,42 @@ def _check_occurrence_index(conn: Any) -> list[checks.CheckMessage]:
             hint="Recreate it: migrate pgsched to 0001 and back, or create it by hand as in "
             "migration 0001 (UNIQUE (schedule_id, scheduled_for) WHERE schedule_id IS NOT NULL).",
             id="pgsched.E008",
+        )
+    ]
+
+
+AUDIT_COVERAGE_SQL = """
+SELECT a.attname
+  FROM pg_attribute a
+ WHERE a.attrelid = 'pgsched_schedule'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+   AND a.attname <> ALL (pgsched_schedule_runtime_columns())
+   AND NOT EXISTS (
+        SELECT 1 FROM pg_trigger t
+         WHERE t.tgrelid = a.attrelid AND t.tgname = 'pgsched_schedule_audit_update'
+           AND pg_get_triggerdef(t.oid) LIKE '%%old.' || quote_ident(a.attname) || '%%')
+ ORDER BY a.attnum
+"""
+
+
+def _check_audit_trigger(conn: Any) -> list[checks.CheckMessage]:
+    """The audit trigger's WHEN clause names each column it watches: none may be missing."""
+    with conn.cursor() as cursor:
+        cursor.execute(
+            "SELECT to_regprocedure('pgsched_schedule_runtime_columns()') IS NOT NULL"
+            " AND to_regclass('pgsched_schedule') IS NOT NULL"
+        )
+        if not cursor.fetchone()[0]:
+            return []  # not migrated yet
+        cursor.execute(AUDIT_COVERAGE_SQL)
+        missing = [row[0] for row in cursor.fetchall()]
+    if not missing:
+        return []
+    return [
+        checks.Warning(
+            "The schedule audit trigger does not watch column(s) "
+            f"{', '.join(missing)} of pgsched_schedule: a change to only those is not recorded.",
+            hint="A migration that adds a column to pgsched_schedule must run "
+            "SELECT pgsched_schedule_audit_install(); (see migration 0006).",
+            id="pgsched.W003",
         )
     ]

@@ -5,7 +5,7 @@ idempotent and safe to run from many replicas at once: unchanged schedules are
 not written (their ``next_fire_at`` is kept), changed ones are updated, and
 schedules that were declared in settings but no longer are, are deleted
 (``prune``). Status is not synced: a declared schedule paused in the admin
-stays paused.
+stays paused. The audit trail records its changes as made by ``settings sync``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
+from ..audit.actor import SYNC, actor
 from ..conf import get_settings
 from ..models import DEFINITION_FIELDS, Schedule
 from ..tenants import validate_tenant
@@ -108,7 +109,7 @@ def sync_schedules(
     declared = settings.SCHEDULES if declared is None else declared
     wanted = {name: build(name, options) for name, options in declared.items()}
     result = SyncResult()
-    with transaction.atomic(using=alias):
+    with transaction.atomic(using=alias), actor(SYNC, using=alias):
         existing = {
             s.name: s
             for s in Schedule.objects.using(alias).select_for_update().filter(name__in=list(wanted))
