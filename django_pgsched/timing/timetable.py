@@ -45,6 +45,7 @@ import math
 from bisect import bisect_left, bisect_right
 from calendar import isleap
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import ClassVar, NoReturn
 
@@ -139,6 +140,40 @@ class Timetable(abc.ABC):
     def contains(self, t: datetime) -> bool:
         """Whether ``t`` is an occurrence (a whole second on the lattice)."""
 
+    def following(self, after: datetime, count: int) -> list[datetime]:
+        """The next ``count`` occurrences strictly after ``after``, ascending."""
+        if count < 0:
+            raise ValueError(f"count must be >= 0, got {count}")
+        out: list[datetime] = []
+        t = after
+        while len(out) < count:
+            t = self.next_after(t)
+            out.append(t)
+        return out
+
+    def gap_skips(self, start: datetime, end: datetime) -> list[GapSkip]:
+        """Local times skipped by a clock change in ``[start, end)`` (none outside named zones)."""
+        return []
+
+
+@dataclass(frozen=True, slots=True)
+class GapSkip:
+    """Matching local times that a zone's clocks skipped and that did not run (``dst_gap``).
+
+    They are counted at the instant the clocks went forward (``transition``).
+    ``first_local`` and ``last_local`` are the earliest and latest of them as
+    wall-clock times (naive: they never existed); ``first`` and ``last`` are the
+    UTC instants those wall-clock times would have had at the offset in force
+    before the change (how ``datetime(..., tzinfo=zone)`` reads a time in a gap).
+    """
+
+    transition: datetime
+    count: int
+    first: datetime
+    last: datetime
+    first_local: datetime
+    last_local: datetime
+
 
 class CronTimetable(Timetable):
     """The occurrences of a parsed cron expression; build it with :func:`cron`.
@@ -191,14 +226,7 @@ class CronTimetable(Timetable):
             yield _instant(*pos)
 
     def count(self, start: datetime, end: datetime) -> int:
-        lo, hi = _ceil(start), _ceil(end)
-        if lo >= hi:
-            return 0
-        (ay, am, ad, a_tod), (by, bm, bd, b_tod) = _position(lo), _position(hi)
-        # every occurrence on the days [a, b), minus those on a before lo, plus those on b before hi
-        n = self._per_day * self._count_days((ay, am, ad), (by, bm, bd))
-        n -= self._matches(ay, am, ad) * self._tods_below(a_tod)
-        return n + self._matches(by, bm, bd) * self._tods_below(b_tod)
+        return self.count_seconds(_ceil(start), _ceil(end))
 
     def latest(self, start: datetime, end: datetime, k: int) -> list[datetime]:
         if k < 0:
@@ -222,6 +250,42 @@ class CronTimetable(Timetable):
             and u.hour in self.fields.hours
             and self._matches(u.year, u.month, u.day)
         )
+
+    # -- on the integer scale (whole seconds: ordinal day × 86400 + second of day) ----
+    # The zoned timetables (timing/zoned.py) read wall-clock times on this scale.
+
+    def count_seconds(self, lo: int, hi: int) -> int:
+        """The number of matching seconds ``x`` with ``lo <= x < hi``, without enumerating."""
+        if lo >= hi:
+            return 0
+        (ay, am, ad, a_tod), (by, bm, bd, b_tod) = _position(lo), _position(hi)
+        # every occurrence on the days [a, b), minus those on a before lo, plus those on b before hi
+        n = self._per_day * self._count_days((ay, am, ad), (by, bm, bd))
+        n -= self._matches(ay, am, ad) * self._tods_below(a_tod)
+        return n + self._matches(by, bm, bd) * self._tods_below(b_tod)
+
+    def matches_second(self, x: int) -> bool:
+        """Whether second ``x`` of the scale matches."""
+        y, m, d, tod = _position(x)
+        if tod >= _DAY:
+            return False
+        h, rest = divmod(tod, 3600)
+        return (
+            rest % 60 in self.fields.seconds
+            and rest // 60 in self.fields.minutes
+            and h in self.fields.hours
+            and self._matches(y, m, d)
+        )
+
+    def ascending_seconds(self, lo: int) -> Iterator[int]:
+        """The matching seconds from ``lo`` (inclusive) on, ascending."""
+        for y, m, d, tod in self._ascending(lo):
+            yield date(y, m, d).toordinal() * _DAY + tod
+
+    def descending_seconds(self, hi: int) -> Iterator[int]:
+        """The matching seconds before ``hi`` (exclusive), latest first."""
+        for y, m, d, tod in self._descending(hi):
+            yield date(y, m, d).toordinal() * _DAY + tod
 
     # -- days ------------------------------------------------------------------
 
