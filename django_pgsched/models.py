@@ -28,13 +28,16 @@ from .statuses import (
     UNFINISHED_STATUSES,
     UNSUCCESSFUL_STATUSES,
     AttemptStatus,
+    DstFold,
+    DstGap,
     MisfirePolicy,
     RunStatus,
     ScheduleStatus,
 )
 from .tenants import MAX_LENGTH as TENANT_MAX_LENGTH
 from .tenants import validate_tenant
-from .timing import timetable
+from .timing import jitter as jitters
+from .timing import timetable, zoned, zones
 
 __all__ = [
     "CLAIMABLE_STATUSES",
@@ -43,6 +46,8 @@ __all__ = [
     "Attempt",
     "AttemptStatus",
     "ChangeAction",
+    "DstFold",
+    "DstGap",
     "JobRun",
     "MisfirePolicy",
     "Replica",
@@ -53,8 +58,8 @@ __all__ = [
     "db_now",
 ]
 
-# the columns that define a schedule's lattice of occurrences
-LATTICE_FIELDS = ("cron", "interval", "anchor")
+# the columns that define a schedule's timetable of occurrences
+LATTICE_FIELDS = ("cron", "interval", "anchor", "timezone", "dst_gap", "dst_fold")
 # what a user defines (in the admin, or in PGSCHED["SCHEDULES"] besides the name)
 DEFINITION_FIELDS = (
     "job",
@@ -62,6 +67,10 @@ DEFINITION_FIELDS = (
     "cron",
     "interval",
     "anchor",
+    "timezone",
+    "dst_gap",
+    "dst_fold",
+    "jitter",
     "misfire_policy",
     "catch_up_limit",
     "misfire_grace",
@@ -116,7 +125,7 @@ class Schedule(models.Model):
         max_length=timetable.MAX_CRON_LENGTH,
         null=True,
         blank=True,
-        help_text="UTC cron: 5 fields (min hour dom month dow) or 6 with seconds first.",
+        help_text="5 fields (min hour dom month dow) or 6 with seconds first, read in the zone.",
     )
     interval = models.DurationField(
         null=True, blank=True, help_text="Fire every this many whole seconds (instead of cron)."
@@ -125,6 +134,36 @@ class Schedule(models.Model):
         null=True,
         blank=True,
         help_text="Interval schedules fire at anchor + k x interval. Default: creation time.",
+    )
+    timezone = models.CharField(
+        max_length=zones.MAX_ZONE_LENGTH,
+        default=zones.DEFAULT_ZONE,
+        db_default=zones.DEFAULT_ZONE,
+        help_text="IANA time zone the cron fields are read in (Europe/Berlin). Cron only.",
+    )
+    dst_gap = models.CharField(
+        max_length=8,
+        choices=DstGap.choices,
+        default=zoned.DST_GAP_DEFAULT,
+        db_default=zoned.DST_GAP_DEFAULT,
+        verbose_name="DST gap",
+        help_text="A wall-clock time the clocks skip (spring forward).",
+    )
+    dst_fold = models.CharField(
+        max_length=8,
+        choices=DstFold.choices,
+        default=zoned.DST_FOLD_DEFAULT,
+        db_default=zoned.DST_FOLD_DEFAULT,
+        verbose_name="DST fold",
+        help_text="A wall-clock time that happens twice (fall back).",
+    )
+    jitter = models.DurationField(
+        default=timedelta(0),
+        db_default=timedelta(0),
+        help_text=(
+            "Spread each run over [0, jitter) after its occurrence, the same on every replica; "
+            "never past the next occurrence."
+        ),
     )
     status = models.CharField(
         max_length=16,
@@ -211,6 +250,23 @@ class Schedule(models.Model):
                 condition=models.Q(skipped_occurrences__gte=0),
                 name="pgsched_schedule_skipped_non_negative",
             ),
+            models.CheckConstraint(
+                condition=models.Q(dst_gap__in=DstGap.values),
+                name="pgsched_schedule_dst_gap_valid",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(dst_fold__in=DstFold.values),
+                name="pgsched_schedule_dst_fold_valid",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(jitter__gte=timedelta(0), jitter__lte=jitters.MAX_JITTER),
+                name="pgsched_schedule_jitter_range",
+            ),
+            # interval schedules are elapsed time: a zone would only mislead
+            models.CheckConstraint(
+                condition=models.Q(cron__isnull=False) | models.Q(timezone=zones.DEFAULT_ZONE),
+                name="pgsched_schedule_zone_needs_cron",
+            ),
         )
         # the due index is an expression index created in the migration:
         # (coalesce(next_fire_at, '-infinity')) WHERE status = 'active'
@@ -261,9 +317,9 @@ class Schedule(models.Model):
         return "cron" if self.cron else "interval"
 
     def get_timetable(self) -> timetable.Timetable:
-        """The lattice of occurrences; raises ``TimetableError`` for a bad definition."""
+        """The timetable of occurrences; raises ``TimetableError`` for a bad definition."""
         if self.cron:
-            return timetable.cron(self.cron)
+            return zoned.cron(self.cron, self.timezone, self.dst_gap, self.dst_fold)
         if self.interval is None:
             raise timetable.TimetableError(
                 "interval", "missing", "set exactly one of cron and interval"
@@ -273,6 +329,19 @@ class Schedule(models.Model):
                 "anchor", "missing", "anchor: required for interval schedules"
             )
         return timetable.interval(self.interval, self.anchor)
+
+    def occurrences(self, after: datetime, count: int) -> list[datetime]:
+        """The next ``count`` occurrences strictly after ``after``, as aware UTC datetimes.
+
+        Computed by the planner's own code (the same timetable, zone and DST
+        policies), without jitter: these are the ``scheduled_for`` values the
+        planner will give the runs. ``TimetableError`` for a bad definition.
+        """
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= 10_000:
+            raise ValueError(f"count must be an integer from 0 to 10000, got {count!r}")
+        if not isinstance(after, datetime) or after.utcoffset() is None:
+            raise ValueError(f"after must be an aware datetime, got {after!r}")
+        return self.get_timetable().following(after, count)
 
     # -- validation -------------------------------------------------------------
 
@@ -317,6 +386,25 @@ class Schedule(models.Model):
                 timetable.validate_anchor(self.anchor)
             except timetable.TimetableError as exc:
                 add("anchor", exc)
+        for check in (
+            lambda: zones.validate_zone(self.timezone),
+            lambda: zoned.validate_policy("dst_gap", self.dst_gap),
+            lambda: zoned.validate_policy("dst_fold", self.dst_fold),
+            lambda: jitters.validate_jitter(self.jitter),
+        ):
+            try:
+                check()
+            except timetable.TimetableError as exc:
+                add(exc.field, exc)
+        if self.cron is None and self.interval is not None and self.timezone != zones.DEFAULT_ZONE:
+            add(
+                "timezone",
+                ValidationError(
+                    f"timezone: interval schedules are elapsed time and ignore zones, got "
+                    f"{self.timezone!r}; to fire at a local time use a cron expression "
+                    "(e.g. '0 9 * * *') with this timezone"
+                ),
+            )
         if self.misfire_policy not in MisfirePolicy.values:
             add(
                 "misfire_policy",

@@ -27,6 +27,21 @@ class MisfirePolicy(models.TextChoices):
     CATCH_UP = "catch_up", "catch up: run up to catch_up_limit missed occurrences"
 
 
+class DstGap(models.TextChoices):
+    """A schedule's policy for a wall-clock time its zone skips (timing/zoned.py)."""
+
+    SHIFT = "shift", "shift: run at the first instant after the gap"
+    SKIP = "skip", "skip: do not run (counted as skipped)"
+
+
+class DstFold(models.TextChoices):
+    """A schedule's policy for a wall-clock time that happens twice (timing/zoned.py)."""
+
+    FIRST = "first", "first: run at the first of the two instants"
+    SECOND = "second", "second: run at the second of the two instants"
+    BOTH = "both", "both: run at both instants"
+
+
 class RunStatus(models.TextChoices):
     PENDING = "pending", "pending"
     RUNNING = "running", "running"

@@ -8,12 +8,14 @@ field (pause and resume are their own permission-gated operations).
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django import forms
 
 from ..models import DEFINITION_FIELDS, Schedule
 from ..registry import all_jobs
+from ..timing import zoned, zones
 
 EDITABLE_FIELDS = ("name", *DEFINITION_FIELDS)
 
@@ -34,6 +36,28 @@ def job_choices(current: str | None = None) -> list[tuple[str, str]]:
     return choices
 
 
+class ZoneInput(forms.TextInput):
+    """A text box that suggests the tz database's names as one types (an HTML datalist)."""
+
+    template_name = "admin/pgsched/widgets/zone.html"
+
+    def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
+        context = super().get_context(name, value, {**(attrs or {}), "list": f"{name}-zones"})
+        context["zones"] = sorted(zones.known_zones())
+        context["list_id"] = f"{name}-zones"
+        return context
+
+
+# what an empty box means: the model's defaults (a form posted without these fields,
+# by a script or an older page, keeps today's behaviour)
+EMPTY_MEANS = {
+    "timezone": zones.DEFAULT_ZONE,
+    "dst_gap": zoned.DST_GAP_DEFAULT,
+    "dst_fold": zoned.DST_FOLD_DEFAULT,
+    "jitter": timedelta(0),
+}
+
+
 class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
     job = forms.ChoiceField(help_text="A job registered with @job.")
 
@@ -45,12 +69,18 @@ class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
                 attrs={"placeholder": "0 30 9 * * MON-FRI", "size": 40, "spellcheck": "false"}
             ),
             "kwargs": forms.Textarea(attrs={"rows": 3, "cols": 60, "spellcheck": "false"}),
+            "timezone": ZoneInput(attrs={"size": 30, "spellcheck": "false"}),
         }
         help_texts = {
             "cron": (
-                "UTC. 5 fields (minute hour day-of-month month day-of-week) or 6 with "
-                "seconds first (0 30 9 * * MON-FRI is 09:30:00 on weekdays). "
-                "Leave empty for an interval schedule."
+                "Read in the time zone below. 5 fields (minute hour day-of-month month "
+                "day-of-week) or 6 with seconds first (0 30 9 * * MON-FRI is 09:30:00 on "
+                "weekdays). Leave empty for an interval schedule."
+            ),
+            "timezone": "An IANA name (Europe/Berlin, America/New_York). Empty: UTC.",
+            "jitter": (
+                "Seconds or HH:MM:SS, up to a day. Each run may start up to this much after "
+                "its occurrence (the same on every replica), never past the next one."
             ),
             "interval": "Instead of cron: seconds (900) or HH:MM:SS (00:15:00).",
             "misfire_grace": "Seconds or HH:MM:SS. Empty: PGSCHED['MISFIRE_GRACE'].",
@@ -61,3 +91,13 @@ class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
         super().__init__(*args, **kwargs)
         current = self.instance.job if self.instance.pk else self.initial.get("job")
         self.fields["job"].choices = job_choices(current)  # type: ignore[attr-defined]
+        for name in EMPTY_MEANS:
+            if name in self.fields:
+                self.fields[name].required = False
+
+    def clean(self) -> dict[str, Any]:
+        cleaned: dict[str, Any] = super().clean() or self.cleaned_data
+        for name, default in EMPTY_MEANS.items():
+            if name in cleaned and cleaned[name] in (None, ""):
+                cleaned[name] = default
+        return cleaned

@@ -173,7 +173,25 @@ class ScheduleAdmin(ScheduleAdminBase):
     )
     fieldsets = (
         (None, {"fields": ("name", "job", "kwargs", "tenant")}),
-        ("When (UTC)", {"fields": ("cron", "interval", "anchor", "preview")}),
+        (
+            "When",
+            {
+                "fields": (
+                    "cron",
+                    "timezone",
+                    ("dst_gap", "dst_fold"),
+                    "interval",
+                    "anchor",
+                    "jitter",
+                    "preview",
+                ),
+                "description": (
+                    "Cron fields are read in the time zone; the DST policies say what happens "
+                    "when its clocks skip a time (gap) or repeat one (fold). Interval schedules "
+                    "are elapsed time in UTC."
+                ),
+            },
+        ),
         (
             "Missed occurrences",
             {

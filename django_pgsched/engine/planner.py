@@ -33,12 +33,14 @@ from .. import events
 from ..conf import Settings, get_settings
 from ..limits import LAST_FIRE_TIME, MAX_RUNS_PER_SCHEDULE
 from ..registry import JobDefaults, job_defaults
-from ..timing import timetable
+from ..timing import jitter, timetable, zoned
 from . import db, failpoints, queries
 from .policies import Decision, decide
 from .rows import DueSchedule
 
 logger = logging.getLogger(__name__)
+
+GAP_REASON = "dst_gap"  # the skipped metric's "policy" label for times a clock change skipped
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ class PlanResult:
     db_now: datetime | None = None
     schedules: int = 0  # schedules claimed and advanced
     created: int = 0  # runs inserted
-    skipped: int = 0  # occurrences discarded by misfire policies
+    skipped: int = 0  # occurrences discarded by misfire policies and by dst_gap
     broken: tuple[int, ...] = ()  # schedules marked broken
     created_by: dict[tuple[str, str, str], int] = field(default_factory=dict)
     skipped_by: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
@@ -62,6 +64,7 @@ class _Row:
     schedule: DueSchedule
     id: int
     decision: Decision | None = None
+    lattice: timetable.Timetable | None = None
     error: str = ""
 
     @property
@@ -112,7 +115,7 @@ class Planner:
             return PlanResult(db_now=db_now)
         failpoints.hit("planner.after_claim")
 
-        memo: dict[tuple[Any, ...], Decision] = {}
+        memo: dict[tuple[Any, ...], tuple[timetable.Timetable, Decision]] = {}
         for row in rows:
             self._decide(row, db_now, memo)
 
@@ -133,7 +136,12 @@ class Planner:
         failpoints.hit("planner.before_commit")
         return self._result(db_now, rows, inserted)
 
-    def _decide(self, row: _Row, db_now: datetime, memo: dict[tuple[Any, ...], Decision]) -> None:
+    def _decide(
+        self,
+        row: _Row,
+        db_now: datetime,
+        memo: dict[tuple[Any, ...], tuple[timetable.Timetable, Decision]],
+    ) -> None:
         s = self.settings
         due = row.schedule
         grace = due.misfire_grace if due.misfire_grace is not None else s.MISFIRE_GRACE
@@ -141,16 +149,19 @@ class Planner:
             due.cron,
             due.interval,
             due.anchor,
+            due.timezone,
+            due.dst_gap,
+            due.dst_fold,
             due.next_fire_at,
             due.misfire_policy,
             due.catch_up_limit,
             grace,
         )
         try:
-            decision = memo.get(key)
-            if decision is None:
+            memoised = memo.get(key)
+            if memoised is None:
                 lattice = (
-                    timetable.cron(due.cron)
+                    zoned.cron(due.cron, due.timezone, due.dst_gap, due.dst_fold)
                     if due.cron
                     else timetable.interval(_required(due.interval), _required(due.anchor))
                 )
@@ -166,8 +177,8 @@ class Planner:
                 )
                 if decision.next_fire_at >= LAST_FIRE_TIME:
                     raise ValueError(f"next occurrence {decision.next_fire_at} is out of range")
-                memo[key] = decision
-            row.decision = decision
+                memoised = memo[key] = (lattice, decision)
+            row.lattice, row.decision = memoised
         except (timetable.TimetableError, ValueError, OverflowError, TypeError) as exc:
             row.error = f"cannot compute occurrences: {exc}"[:2000]
             logger.error("schedule %s (%s) is broken: %s", row.id, row.schedule.name, row.error)
@@ -191,10 +202,12 @@ class Planner:
             defaults = [self._defaults(job) for job in jobs]
             run_ids: list[int] = []
             run_times: list[datetime] = []
+            run_fire_after: list[datetime] = []
             for row in planned:
                 runs = row.decision.runs  # type: ignore[union-attr]
                 run_ids.extend([row.id] * len(runs))
                 run_times.extend(runs)
+                run_fire_after.extend(_fire_after(row, runs))
             params = {
                 "job_names": jobs,
                 "job_queues": [d.queue for d in defaults],
@@ -206,9 +219,13 @@ class Planner:
                     row.decision.runs[-1] if row.decision.runs else None  # type: ignore[union-attr]
                     for row in planned
                 ],
-                "skipped": [row.decision.skipped for row in planned],  # type: ignore[union-attr]
+                "skipped": [
+                    row.decision.skipped + row.decision.gap_skipped  # type: ignore[union-attr]
+                    for row in planned
+                ],
                 "run_schedule_ids": run_ids,
                 "run_times": run_times,
+                "run_fire_after": run_fire_after,
             }
             (applied,) = db.fetch(conn, queries.PLANNER_APPLY, params)
             inserted = applied.inserted
@@ -231,6 +248,9 @@ class Planner:
             if row.decision and row.decision.skipped:
                 key = (self._queue(row), row.schedule.job, row.kind, row.schedule.misfire_policy)
                 skipped_by[key] += row.decision.skipped
+            if row.decision and row.decision.gap_skips:
+                key = (self._queue(row), row.schedule.job, row.kind, GAP_REASON)
+                skipped_by[key] += row.decision.gap_skipped
         return PlanResult(
             db_now=db_now,
             schedules=len(rows),
@@ -241,6 +261,20 @@ class Planner:
             skipped_by=dict(skipped_by),
             batch_full=len(rows) >= self.batch,
         )
+
+
+def _fire_after(row: _Row, runs: Sequence[datetime]) -> list[datetime]:
+    """Each run's ``fire_after``: its occurrence, plus the schedule's jitter if it has one."""
+    if not row.schedule.jitter or row.lattice is None:
+        return list(runs)
+    out = []
+    for t in runs:
+        try:
+            following: datetime | None = row.lattice.next_after(t)
+        except timetable.TimetableError:
+            following = None
+        out.append(t + jitter.offset(row.id, t, row.schedule.jitter, following))
+    return out
 
 
 def _required(value: Any) -> Any:

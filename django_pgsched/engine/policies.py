@@ -1,7 +1,7 @@
 """Policies as pure functions: misfire (which due occurrences become runs) and retry backoff.
 
 Pure functions over a :class:`~django_pgsched.timing.timetable.Timetable`; the planner
-calls :func:`decide` once per distinct (lattice, from-time) in a batch.
+calls :func:`decide` once per distinct (timetable, from-time) in a batch.
 
 Given the database time ``now``, the due occurrences of a schedule are
 ``D = lattice ∩ [next_fire_at, now + lookahead]``. An occurrence ``t`` is
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ..statuses import MisfirePolicy
-from ..timing.timetable import Timetable
+from ..timing.timetable import GapSkip, Timetable
 
 SECOND = timedelta(seconds=1)
 POLICIES: tuple[str, ...] = tuple(MisfirePolicy.values)
@@ -36,6 +36,12 @@ class Decision:
     runs: tuple[datetime, ...]  # occurrences to materialise, ascending
     skipped: int  # missed occurrences discarded by the policy
     next_fire_at: datetime  # first occurrence not yet decided
+    # wall-clock times a zone's clocks skipped in the decided range (dst_gap), not runs
+    gap_skips: tuple[GapSkip, ...] = ()
+
+    @property
+    def gap_skipped(self) -> int:
+        return sum(g.count for g in self.gap_skips)
 
 
 def floor_second(t: datetime) -> datetime:
@@ -63,7 +69,40 @@ def decide(
     with its first occurrence after ``now`` and nothing counts as missed.
     At most ``max_runs`` runs are returned; the rest are decided next pass
     (``next_fire_at`` is then the first occurrence not materialised).
+
+    Each pass decides the occurrences in ``[start, next_fire_at)`` (for a new
+    schedule, those after ``now``), so consecutive passes cover time exactly
+    once; the wall-clock times a zone's clocks skipped in that range
+    (``dst_gap``) come back in ``gap_skips``, counted at the transition.
     """
+    decision = _decide(
+        lattice,
+        next_fire_at=next_fire_at,
+        now=now,
+        lookahead=lookahead,
+        grace=grace,
+        policy=policy,
+        catch_up_limit=catch_up_limit,
+        max_runs=max_runs,
+    )
+    start = next_fire_at if next_fire_at is not None else floor_second(now) + SECOND
+    gaps = lattice.gap_skips(start, decision.next_fire_at)
+    if not gaps:
+        return decision
+    return Decision(decision.runs, decision.skipped, decision.next_fire_at, tuple(gaps))
+
+
+def _decide(
+    lattice: Timetable,
+    *,
+    next_fire_at: datetime | None,
+    now: datetime,
+    lookahead: timedelta,
+    grace: timedelta,
+    policy: str,
+    catch_up_limit: int,
+    max_runs: int,
+) -> Decision:
     if policy not in POLICIES:
         raise ValueError(f"misfire_policy: {policy!r} is not one of {', '.join(POLICIES)}")
     # occurrences are whole seconds, so "t <= now + lookahead" is "t < end"

@@ -15,7 +15,8 @@ WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, statement_timestamp()) AS now
 )
 SELECT clock.now AS db_now, s.id, s.name, s.job, s.cron, s."interval", s.anchor, s.next_fire_at,
-       s.misfire_policy, s.catch_up_limit, s.misfire_grace, s.max_attempts, s.timeout, s.queue
+       s.misfire_policy, s.catch_up_limit, s.misfire_grace, s.max_attempts, s.timeout, s.queue,
+       s.timezone, s.dst_gap, s.dst_fold, s.jitter
   FROM clock
   LEFT JOIN LATERAL (
         SELECT *
@@ -33,7 +34,9 @@ SELECT clock.now AS db_now, s.id, s.name, s.job, s.cron, s."interval", s.anchor,
 -- (schedule_id, scheduled_for) and ON CONFLICT DO NOTHING), advance every
 -- claimed schedule, add the skipped occurrences, and wake the executors once
 -- if anything was inserted. A run's queue, attempts and timeout come from its
--- schedule, else from its job's defaults (one row per distinct job).
+-- schedule, else from its job's defaults (one row per distinct job). A run's
+-- fire_after is its occurrence plus the schedule's deterministic jitter
+-- (timing/jitter.py; equal to scheduled_for without jitter).
 WITH job_default AS (
     SELECT *
       FROM unnest(%(job_names)b::text[], %(job_queues)b::text[], %(job_attempts)b::smallint[],
@@ -48,8 +51,9 @@ plan AS (
 ),
 occurrence AS (
     SELECT *
-      FROM unnest(%(run_schedule_ids)b::bigint[], %(run_times)b::timestamptz[])
-        AS o(schedule_id, scheduled_for)
+      FROM unnest(%(run_schedule_ids)b::bigint[], %(run_times)b::timestamptz[],
+                  %(run_fire_after)b::timestamptz[])
+        AS o(schedule_id, scheduled_for, fire_after)
 ),
 inserted AS (
     INSERT INTO pgsched_job_run
@@ -58,7 +62,7 @@ inserted AS (
     SELECT s.id, s.name, o.scheduled_for,
            'pgsched:' || s.id || ':'
                || to_char(o.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-           s.job, s.kwargs, coalesce(s.queue, d.queue), 'pending', o.scheduled_for, 0,
+           s.job, s.kwargs, coalesce(s.queue, d.queue), 'pending', o.fire_after, 0,
            coalesce(s.max_attempts, d.max_attempts), coalesce(s.timeout, d.timeout), '', s.tenant
       FROM occurrence o
       JOIN pgsched_schedule s ON s.id = o.schedule_id

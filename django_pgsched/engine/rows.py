@@ -37,6 +37,10 @@ class DueSchedule(NamedTuple):
     max_attempts: int | None
     timeout: timedelta | None
     queue: str | None
+    timezone: str
+    dst_gap: str
+    dst_fold: str
+    jitter: timedelta
 
 
 class Applied(NamedTuple):

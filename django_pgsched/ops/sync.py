@@ -67,7 +67,7 @@ def build(name: str, options: Mapping[str, Any]) -> Schedule:
             raise ValidationError(f"SCHEDULES[{name!r}]: {'; '.join(exc.messages)}") from None
     values: dict[str, Any] = {"name": name, "source": SOURCE, "kwargs": {}}
     values.update(options)
-    for key in ("interval", "misfire_grace", "timeout"):
+    for key in ("interval", "misfire_grace", "timeout", "jitter"):
         values[key] = _seconds(name, key, values.get(key))
     settings = get_settings()
     values.setdefault("misfire_policy", settings.DEFAULT_MISFIRE_POLICY)
