@@ -67,8 +67,9 @@ def build(name: str, options: Mapping[str, Any]) -> Schedule:
             raise ValidationError(f"SCHEDULES[{name!r}]: {'; '.join(exc.messages)}") from None
     values: dict[str, Any] = {"name": name, "source": SOURCE, "kwargs": {}}
     values.update(options)
-    for key in ("interval", "misfire_grace", "timeout", "jitter"):
+    for key in ("interval", "misfire_grace", "timeout"):
         values[key] = _seconds(name, key, values.get(key))
+    values["jitter"] = _seconds(name, "jitter", values.get("jitter", 0))
     settings = get_settings()
     values.setdefault("misfire_policy", settings.DEFAULT_MISFIRE_POLICY)
     values.setdefault("catch_up_limit", settings.DEFAULT_CATCH_UP_LIMIT)

@@ -1,6 +1,7 @@
 """Parse and validate cron expressions. The only module that imports croniter.
 
-The dialect (all times UTC):
+The dialect (fields are read in the schedule's time zone, UTC by default; see
+:mod:`django_pgsched.timing.zoned`):
 
 * **5 fields** ``minute hour day-of-month month day-of-week``, firing at second 0.
 * **6 fields** ``second minute hour day-of-month month day-of-week``: seconds come
@@ -165,8 +166,9 @@ def _check_text(expression: object) -> str:
     if tz:
         _fail(
             "cron_timezone_not_supported",
-            f"time zones are not supported (found '{_show(tz.group(1))}'); schedules are UTC, "
-            "so remove the prefix and give the times in UTC",
+            f"time zones are not supported in the expression (found '{_show(tz.group(1))}'); "
+            "remove the prefix and set the schedule's timezone field instead "
+            "(e.g. timezone='Europe/Paris'; pgsched_cron --tz)",
         )
     for position, char in enumerate(expression, start=1):
         if char not in _ALLOWED:

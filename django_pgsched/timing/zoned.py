@@ -332,7 +332,7 @@ class ZonedCronTimetable(Timetable):
 def _gap_words(t: zones.Transition) -> str:
     a = zones.to_datetime(t.at + t.before)
     b = zones.to_datetime(t.at + t.after - 1)
-    return f"{a:%H:%M:%S}–{b:%H:%M:%S} did not exist (clocks went forward)"
+    return f"{a:%H:%M:%S}–{b:%H:%M:%S} did not exist"
 
 
 def _year(x: int) -> int:

@@ -256,7 +256,7 @@ BAD = [
     ("H/15 * * * *", "cron_random_not_supported", "differ between replicas"),
     ("0 h * * *", "cron_random_not_supported", "hour field"),
     ("CRON_TZ=America/New_York 30 1 * * *", "cron_timezone_not_supported", "America/New_York"),
-    ("TZ=Europe/London 0 9 * * *", "cron_timezone_not_supported", "UTC"),
+    ("TZ=Europe/London 0 9 * * *", "cron_timezone_not_supported", "timezone field"),
     ("tz=UTC 0 9 * * *", "cron_timezone_not_supported", "tz=UTC"),
     ("0 0 ? * MON", "cron_unsupported_token", "'?'"),
     ("0 0 L * *", "cron_unsupported_token", "'L'"),

@@ -16,6 +16,7 @@ from django_pgsched.conf import get_settings
 from django_pgsched.engine.backoff import Backoff
 from django_pgsched.engine.runner import LOOPS, Runner
 from django_pgsched.ops.sync import sync_schedules
+from django_pgsched.ops.zones import recheck_zoned_schedules
 
 logger = logging.getLogger("django_pgsched")
 
@@ -107,11 +108,23 @@ class Command(BaseCommand):
         )
         if not options["no_sync"]:
             self._sync(runner)
+        if "planner" in runner.loops:
+            self._recheck_zones()
         if options["metrics_port"]:
             from django_pgsched.ops.metrics import serve
 
             serve(options["metrics_port"], runner)
         runner.run()
+
+    def _recheck_zones(self) -> None:
+        """New tz rules take effect at a restart: fix next fire times they moved."""
+        try:
+            result = recheck_zoned_schedules()
+        except DatabaseError as exc:  # the planner works without it; the next start retries
+            logger.warning("cannot re-check zoned schedules (%s)", exc)
+            return
+        if result.retimed:
+            logger.info("tz rules moved %d schedule(s)", len(result.retimed))
 
     def _sync(self, runner: Runner) -> None:
         backoff = Backoff()
