@@ -23,6 +23,7 @@ from . import (
     b_admin,
     b_executor,
     b_idle,
+    b_jitter,
     b_lateness,
     b_memory,
     b_opentx,
@@ -48,7 +49,10 @@ BENCHMARKS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "opentx": b_opentx.run,
 }
 # run only when named with --only (what-if measurements of proposed engine changes)
-EXTRA: dict[str, Callable[[Context], dict[str, Any]]] = {"variants": b_variants.run}
+EXTRA: dict[str, Callable[[Context], dict[str, Any]]] = {
+    "variants": b_variants.run,
+    "jitter": b_jitter.run,  # the 100k burst with and without 60 s of jitter
+}
 
 
 def default_cache() -> Path:
