@@ -281,7 +281,17 @@ class JobRunAdmin(JobRunAdminBase):
 
     @admin.display(description="Due (UTC)")
     def due(self, obj: JobRun) -> SafeString:
-        return utc(obj.fire_after, getattr(obj, "pgsched_now", None))
+        """``fire_after``: the occurrence, plus the schedule's jitter, or the retry time."""
+        html = utc(obj.fire_after, getattr(obj, "pgsched_now", None))
+        if obj.fire_after > obj.scheduled_for:
+            why = "jitter" if obj.status != "retrying" and obj.attempts <= 1 else "retry"
+            html = format_html(
+                '{}<br><span class="pgsched-muted">{} after it was scheduled ({})</span>',
+                html,
+                describe.duration(obj.fire_after - obj.scheduled_for),
+                why,
+            )
+        return html
 
     @admin.display(description="Started (UTC)")
     def started(self, obj: JobRun) -> SafeString:

@@ -28,7 +28,7 @@ from ..audit import actor, for_user
 from ..conf import get_settings
 from ..models import Schedule, ScheduleStatus, db_now
 from ..registry import all_jobs
-from ..timing import describe, timetable
+from ..timing import describe, timetable, zoned, zones
 from .changes import changes_table
 from .common import (
     ACTION_LIMIT,
@@ -43,6 +43,7 @@ from .common import (
     utc,
 )
 from .forms import EDITABLE_FIELDS, ScheduleForm
+from .times import PREVIEW, fire_time, local_and_utc, transitions_preview, zone_tag, zone_words
 
 RECENT_RUNS = 10  # cells in a schedule's strip
 
@@ -153,7 +154,7 @@ class ScheduleAdmin(ScheduleAdminBase):
         "skipped",
         "runs",
     )
-    list_filter = ("status", JobFilter, "misfire_policy", SourceFilter, TenantFilter)
+    list_filter = ("status", JobFilter, "misfire_policy", "timezone", SourceFilter, TenantFilter)
     search_fields = ("name", "job", "cron")
     search_help_text = "Name, job or cron expression contains…"
     sortable_by = ("name", "job", "state", "next_fire", "last_fire", "skipped")
@@ -241,7 +242,7 @@ class ScheduleAdmin(ScheduleAdminBase):
 
     # -- columns ---------------------------------------------------------------------
 
-    @admin.display(description="When (UTC)")
+    @admin.display(description="When")
     def when(self, obj: Schedule) -> SafeString:
         if obj.cron:
             try:
@@ -250,7 +251,9 @@ class ScheduleAdmin(ScheduleAdminBase):
                 return format_html(
                     '<code>{}</code><br><span class="pgsched-error">{}</span>', obj.cron, exc
                 )
-            return format_html('{}<br><code class="pgsched-muted">{}</code>', words, obj.cron)
+            return format_html(
+                '{}<br><code class="pgsched-muted">{}</code> {}', words, obj.cron, zone_tag(obj)
+            )
         if obj.interval is None:
             return format_html("{}", "—")
         return format_html(
@@ -272,13 +275,23 @@ class ScheduleAdmin(ScheduleAdminBase):
             html = format_html('{}<br><span class="pgsched-error">{}</span>', html, obj.last_error)
         return html
 
-    @admin.display(description="Next fire (UTC)", ordering="next_fire_at")
+    @admin.display(description="Next fire", ordering="next_fire_at")
     def next_fire(self, obj: Schedule) -> SafeString:
         if obj.status != ScheduleStatus.ACTIVE:
             return format_html("{}", "—")
         if obj.next_fire_at is None:
             return format_html('<span class="pgsched-muted">{}</span>', "being computed")
-        return utc(obj.next_fire_at, getattr(obj, "pgsched_now", None))
+        if obj.timezone == zones.DEFAULT_ZONE or not obj.cron:
+            return utc(obj.next_fire_at, getattr(obj, "pgsched_now", None))
+        try:
+            note = zoned.annotate(obj.get_timetable(), obj.next_fire_at)
+        except timetable.TimetableError:
+            return utc(obj.next_fire_at, getattr(obj, "pgsched_now", None))
+        return format_html(
+            "{}<br>{}",
+            local_and_utc(note),
+            utc(obj.next_fire_at, getattr(obj, "pgsched_now", None)),
+        )
 
     @admin.display(description="Last fire (UTC)", ordering="last_fire_at")
     def last_fire(self, obj: Schedule) -> SafeString:
@@ -336,28 +349,34 @@ class ScheduleAdmin(ScheduleAdminBase):
             '{}<div class="pgsched-last-run">{}</div>', self.recent_runs(obj), self.last_run(obj)
         )
 
-    @admin.display(description="Next fire times (UTC)")
+    @admin.display(description="Next fire times")
     def preview(self, obj: Schedule) -> SafeString:
         if obj._state.adding:
             return format_html("{}", "Shown once the schedule is saved.")
         now = getattr(obj, "pgsched_now", None) or db_now()
         try:
             lattice = obj.get_timetable()
-            times = [lattice.next_after(now)]
-            while len(times) < 5:
-                times.append(lattice.next_after(times[-1]))
+            times = lattice.following(now, PREVIEW)
             words = describe.cron(obj.cron) if obj.cron else describe.interval(obj.interval)  # type: ignore[arg-type]
         except timetable.TimetableError as exc:
             return format_html('<span class="pgsched-error">{}</span>', exc)
-        items = format_html_join(
-            "",
-            '<li>{} <span class="pgsched-muted">{}</span></li>',
-            ((t.strftime(TIME), describe.relative(t, now)) for t in times),
-        )
+        items = format_html_join("", "<li>{}</li>", ((fire_time(lattice, t, now),) for t in times))
         paused = "" if obj.status == ScheduleStatus.ACTIVE else " (once resumed)"
-        return format_html(
-            '<strong>{}</strong>{}<ol class="pgsched-preview">{}</ol>', words, paused, items
+        jitter = ""
+        if obj.jitter:
+            jitter = f"; each run may start up to {describe.duration(obj.jitter)} later (jitter)"
+        html = format_html(
+            '<strong>{}</strong> <span class="pgsched-muted">{}</span>{}{}'
+            '<ol class="pgsched-preview">{}</ol>',
+            words,
+            zone_words(obj),
+            paused,
+            jitter,
+            items,
         )
+        if isinstance(lattice, zoned.ZonedCronTimetable):
+            html = format_html("{}{}", html, transitions_preview(lattice, now))
+        return html
 
     @admin.display(description="Latest changes")
     def change_history(self, obj: Schedule) -> SafeString:

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -123,3 +124,39 @@ def test_an_operator_creates_pauses_resumes_and_runs_a_schedule(
         DOCS_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         for name in SHOTS:
             shutil.copyfile(SCREENSHOTS / name, DOCS_SCREENSHOTS / name)
+
+
+def test_an_operator_reads_a_zoned_schedule_across_its_transitions(
+    browser_page: Any, live_server: Any
+) -> None:
+    """The preview in local time and UTC with offsets, and the marked transitions."""
+    from playwright.sync_api import expect
+
+    from django_pgsched.models import Schedule
+
+    expect.set_options(timeout=20_000)
+    off_thread(
+        lambda: Schedule.objects.create(
+            name="berlin-nightly",
+            job="tests.noop",
+            cron="30 2 * * *",
+            timezone="Europe/Berlin",
+            jitter=timedelta(seconds=60),
+        )
+    )
+    page = browser_page
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/pgsched/schedule/")
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.locator("#result_list th a", has_text="berlin-nightly").click()
+    preview = page.locator(".field-preview")
+    expect(preview.locator("ol.pgsched-preview").first.locator("li")).to_have_count(5)
+    expect(preview).to_contain_text("Around the next transitions of Europe/Berlin")
+    expect(preview.locator(".pgsched-dst").first).to_be_visible()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    preview.screenshot(path=SCREENSHOTS / "admin-schedule-zoned.png")
+    if os.environ.get("PGSCHED_UPDATE_DOC_SCREENSHOTS") == "1":
+        shutil.copyfile(
+            SCREENSHOTS / "admin-schedule-zoned.png", DOCS_SCREENSHOTS / "admin-schedule-zoned.png"
+        )
