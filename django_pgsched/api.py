@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -66,6 +66,9 @@ def enqueue(
         clean_kwargs = validate_kwargs(
             kwargs, max_bytes=settings.MAX_PAYLOAD_BYTES, max_depth=settings.MAX_PAYLOAD_DEPTH
         )
+        if spec.check_kwargs is not None:
+            run_timeout = timeout if isinstance(timeout, timedelta) else spec.timeout
+            clean_kwargs = spec.check_kwargs(clean_kwargs, run_timeout or settings.DEFAULT_TIMEOUT)
     except ValidationError as exc:
         errors["kwargs"] = exc.messages
     if run_at is not None and (not isinstance(run_at, datetime) or timezone.is_naive(run_at)):

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from functools import cache
+from functools import cache, cached_property
 from typing import Any
 
 from django.conf import settings as django_settings
@@ -20,6 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from .delivery.settings import HttpSettings, build_http_settings
 from .limits import MAX_ATTEMPTS, MAX_CATCH_UP_LIMIT
 from .statuses import MisfirePolicy
 
@@ -75,8 +76,16 @@ class Settings:
     # observability
     CLOCK_SKEW_WARNING: timedelta = timedelta(seconds=2)
 
+    # HTTP delivery (the pgsched.http job); typed as ``.http`` (delivery/settings.py)
+    HTTP: Mapping[str, Any] = field(default_factory=dict)
+
     # code-declared schedules: {name: {"job": ..., "cron": ... | "interval": ..., ...}}
     SCHEDULES: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @cached_property
+    def http(self) -> HttpSettings:
+        """``HTTP``, checked and typed (:class:`~django_pgsched.delivery.settings.HttpSettings`)."""
+        return build_http_settings(self.HTTP)
 
     @property
     def lookahead_seconds(self) -> float:
@@ -129,6 +138,9 @@ def build_settings(raw: Mapping[str, Any]) -> Settings:
     for key, value in raw.items():
         if key == "RETENTION" and value is None:
             values[key] = None
+        elif key == "HTTP":
+            build_http_settings(value)  # raises ImproperlyConfigured naming the key
+            values[key] = value
         elif key in _DURATION_KEYS:
             values[key] = _duration(key, value)
         elif key in _POSITIVE_INT_KEYS:

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
+
+from .outcomes import LeaseLost
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -28,6 +34,13 @@ class RunContext:
     idempotency_key: str
     worker: str
     deadline: float = float("inf")  # time.monotonic() value of the timeout
+    tenant: str = ""
+    #: What the job wants kept with this attempt (a JSON object, stored on its
+    #: ``Attempt.detail``): ``pgsched.http`` records its evidence here.
+    detail: dict[str, Any] = field(default_factory=dict)
+    # set by the executor: re-assert the lease (a fenced renewal), raise LeaseLost if gone
+    _lease_check: Callable[[float], None] | None = field(default=None, repr=False)
+    _cancel_hooks: list[Callable[[str], None]] = field(default_factory=list, repr=False)
     _cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
     _shutdown: threading.Event | None = field(default=None, repr=False)
     _reason: str = field(default="", repr=False)
@@ -55,6 +68,42 @@ class RunContext:
         if not self._cancelled.is_set():
             self._reason = reason
             self._cancelled.set()
+            for hook in list(self._cancel_hooks):
+                try:
+                    hook(reason)
+                except Exception:
+                    logger.exception("a cancel hook of run %s failed", self.job_run_id)
+
+    def on_cancel(self, hook: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``hook(reason)`` when the run is cancelled (lease lost, timeout, operator).
+
+        For work that blocks: an HTTP request registers a hook that closes its
+        connection. Called at once if the run is already cancelled. Returns a
+        function that removes the hook.
+        """
+        self._cancel_hooks.append(hook)
+        if self._cancelled.is_set():
+            hook(self._reason)
+
+        def remove() -> None:
+            if hook in self._cancel_hooks:
+                self._cancel_hooks.remove(hook)
+
+        return remove
+
+    def ensure_lease(self, needed: float = 0.0) -> None:
+        """Re-assert ownership of the run now; raise :class:`LeaseLost` if it is gone.
+
+        A fenced renewal in the database (the run is still ours, under the same
+        lease token) that also checks this replica can trust the lease for
+        ``needed`` more seconds. Call it just before an effect that must not
+        happen twice, such as a request leaving: a run reaped a moment ago is
+        then not delivered by this replica.
+        """
+        if self.is_cancelled():
+            raise LeaseLost(self.cancel_reason or "cancelled")
+        if self._lease_check is not None:
+            self._lease_check(needed)
 
     @property
     def is_retry(self) -> bool:

@@ -45,6 +45,8 @@ __all__ = [
     "UNFINISHED_STATUSES",
     "Attempt",
     "AttemptStatus",
+    "Breaker",
+    "BreakerState",
     "ChangeAction",
     "DstFold",
     "DstGap",
@@ -353,8 +355,9 @@ class Schedule(models.Model):
             errors.setdefault(field, []).extend(messages)
 
         settings = get_settings()
+        spec = None
         try:
-            require_job(self.job)
+            spec = require_job(self.job)
         except ValidationError as exc:
             add("job", exc)
         try:
@@ -363,6 +366,9 @@ class Schedule(models.Model):
                 max_bytes=settings.MAX_PAYLOAD_BYTES,
                 max_depth=settings.MAX_PAYLOAD_DEPTH,
             )
+            if spec is not None and spec.check_kwargs is not None:
+                timeout = self.timeout if isinstance(self.timeout, timedelta) else spec.timeout
+                self.kwargs = spec.check_kwargs(self.kwargs, timeout or settings.DEFAULT_TIMEOUT)
         except ValidationError as exc:
             add("kwargs", exc)
         if self.cron == "":
@@ -677,6 +683,11 @@ class Attempt(models.Model):
     finished_at = models.DateTimeField()
     worker = models.CharField(max_length=200, blank=True, default="", db_default="")
     error = models.TextField(blank=True, default="", db_default="")
+    detail = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="What the job recorded about this attempt (an HTTP delivery's evidence).",
+    )
 
     class Meta:
         db_table = "pgsched_attempt"
@@ -724,3 +735,4 @@ class Replica(models.Model):
 
 # Models of the capabilities' rooms, imported here so that Django registers them.
 from .audit.models import ChangeAction, ScheduleChange  # noqa: E402
+from .delivery.models import Breaker, BreakerState  # noqa: E402

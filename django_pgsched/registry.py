@@ -39,6 +39,9 @@ class JobSpec:
     max_attempts: int | None = None
     queue: str | None = None
     takes_context: bool = False
+    #: ``check(kwargs, timeout) -> kwargs``: the job's own check of a schedule's or
+    #: run's kwargs (raises ``ValidationError``); ``timeout`` is the run's, if known.
+    check_kwargs: Callable[[dict[str, Any], timedelta | None], dict[str, Any]] | None = None
 
 
 _registry: dict[str, JobSpec] = {}
@@ -115,6 +118,7 @@ def job(
     max_attempts: int | None = None,
     queue: str | None = None,
     takes_context: bool = False,
+    check_kwargs: Callable[[dict[str, Any], timedelta | None], dict[str, Any]] | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -127,6 +131,7 @@ def job(
     max_attempts: int | None = None,
     queue: str | None = None,
     takes_context: bool = False,
+    check_kwargs: Callable[[dict[str, Any], timedelta | None], dict[str, Any]] | None = None,
 ) -> F | Callable[[F], F]:
     """Register a function as a job.
 
@@ -134,6 +139,9 @@ def job(
     max_attempts=..., queue=..., takes_context=...)`` sets its name and defaults.
     With ``takes_context=True`` the function receives a
     :class:`~django_pgsched.context.RunContext` as its first argument.
+    ``check_kwargs(kwargs, timeout)`` checks the kwargs of its schedules and
+    runs wherever they are defined (admin, settings, ``full_clean()``,
+    ``enqueue()``): raise ``ValidationError``, or return the kwargs.
     """
 
     def decorate(f: F) -> F:
@@ -160,7 +168,9 @@ def job(
                     f"@job(takes_context=True) on {f.__qualname__}: the function must take the "
                     "run context as its first positional argument"
                 )
-        spec = register(JobSpec(job_name, f, timeout, max_attempts, queue, takes_context))
+        spec = register(
+            JobSpec(job_name, f, timeout, max_attempts, queue, takes_context, check_kwargs)
+        )
         f.job_spec = spec  # type: ignore[attr-defined]
         return f
 

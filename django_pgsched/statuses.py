@@ -57,6 +57,7 @@ class AttemptStatus(models.TextChoices):
     TIMED_OUT = "timed_out", "timed out"
     LOST = "lost", "lost (lease expired)"
     CANCELLED = "cancelled", "cancelled"
+    DEFERRED = "deferred", "deferred (try again later)"
 
 
 #: Runs an executor may claim once due (``pgsched_run_claimable_idx``).

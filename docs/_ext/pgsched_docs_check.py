@@ -82,6 +82,35 @@ def check_settings(text: str, warn: Callable[[str], None]) -> None:
             continue
         if stated != default or type(stated) is not type(default):
             warn(f"setting {name}: the page says {match[1]}, the code says {default!r}")
+    check_http_settings(text, warn)
+
+
+def check_http_settings(text: str, warn: Callable[[str], None]) -> None:
+    """``PGSCHED["HTTP"]``: one ``#### `KEY` `` per key, its default as a user would write it."""
+    from django_pgsched.delivery.settings import HttpSettings, build_http_settings
+
+    fields = {f.name for f in dataclasses.fields(HttpSettings)}
+    sections = {_code(t): body for t, body in _sections(text, "####").items()}
+    for missing in sorted(fields - set(sections)):
+        warn(f"setting HTTP[{missing!r}] has no heading")
+    for extra in sorted(set(sections) - fields):
+        warn(f"heading {extra!r} is not a key of HTTP")
+    defaults = HttpSettings()
+    for name, body in sections.items():
+        match = re.search(r"\*\*Default:\*\* `([^`]+)`", body)
+        if name not in fields or match is None:
+            if name in fields:
+                warn(f"setting HTTP[{name!r}] states no **Default:** `...`")
+            continue
+        names = {"__builtins__": {}, "timedelta": timedelta, "None": None}
+        try:
+            stated = eval(match[1], names)  # noqa: S307 - our own page, restricted names
+            typed = getattr(build_http_settings({name: stated}), name)
+        except Exception as exc:
+            warn(f"setting HTTP[{name!r}]: cannot read the default {match[1]!r} ({exc})")
+            continue
+        if typed != getattr(defaults, name):
+            warn(f"setting HTTP[{name!r}]: the page says {match[1]}, the code differs")
 
 
 def check_checks(text: str, warn: Callable[[str], None]) -> None:
@@ -151,10 +180,10 @@ def check_commands(text: str, warn: Callable[[str], None]) -> None:
 
 
 def check_models(text: str, warn: Callable[[str], None]) -> None:
-    from django_pgsched.models import Attempt, JobRun, Schedule
+    from django_pgsched.models import Attempt, Breaker, JobRun, Schedule
 
     sections = {_code(t): body for t, body in _sections(text, "##").items()}
-    for model in (Schedule, JobRun, Attempt):
+    for model in (Schedule, JobRun, Attempt, Breaker):
         body = sections.get(model.__name__)
         if body is None:
             warn(f"model {model.__name__} has no section")

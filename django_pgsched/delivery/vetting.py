@@ -1,0 +1,109 @@
+"""Resolve a target's host once and vet every address it gave.
+
+One lookup per attempt: the client connects to the addresses returned here
+and never asks the resolver again, so a name that answers with a public
+address for the check and a private one for the connection (DNS rebinding)
+gets nowhere. If any address the name resolves to is refused, the whole
+target is refused (an attacker's DNS may mix them); a lookup that fails or
+takes too long is a failed attempt (retried), never a pass.
+
+``PGSCHED["HTTP"]["RESOLVER"]`` may name a function ``resolve(host, port)
+-> list[str]`` to use instead of the system's resolver (the test suite uses
+one so that no test asks real DNS).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from functools import cache
+
+from django.utils.module_loading import import_string
+
+from .addresses import IPAddress, judge
+from .settings import HttpSettings
+from .urls import Refused, Target
+
+Resolver = Callable[[str, int], list[str]]
+
+# Lookups run here so that a resolver that hangs cannot hold an attempt past its
+# deadline (getaddrinfo has no timeout of its own). A lookup that outlives its
+# attempt keeps its thread until the resolver gives up.
+_lookups = ThreadPoolExecutor(max_workers=8, thread_name_prefix="pgsched-resolve")
+
+
+class ResolveError(Exception):
+    """The host could not be resolved (in time): a failed attempt, retried."""
+
+
+@dataclass(frozen=True)
+class Vetted:
+    """A target and the addresses the client may connect to, in the resolver's order."""
+
+    target: Target
+    addresses: tuple[IPAddress, ...]
+    notes: tuple[str, ...] = ()  # e.g. "127.0.0.1 allowed by ALLOW_NETWORKS"
+
+
+def system_resolve(host: str, port: int) -> list[str]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    return [str(info[4][0]) for info in infos]
+
+
+@cache
+def _custom(path: str) -> Resolver:
+    resolver: Resolver = import_string(path)
+    return resolver
+
+
+def resolver_for(settings: HttpSettings) -> Resolver:
+    return _custom(settings.RESOLVER) if settings.RESOLVER else system_resolve
+
+
+def _lookup(resolve: Resolver, host: str, port: int, timeout: float) -> list[str]:
+    future = _lookups.submit(resolve, host, port)
+    try:
+        return future.result(timeout=max(0.001, timeout))
+    except FutureTimeout:
+        future.cancel()
+        raise ResolveError(f"resolving {host} took longer than {timeout:.3g}s") from None
+    except (OSError, UnicodeError) as exc:
+        raise ResolveError(f"could not resolve {host}: {exc}") from None
+
+
+def vet(target: Target, settings: HttpSettings, *, timeout: float | None = None) -> Vetted:
+    """Resolve ``target`` once and check every address; raise Refused or ResolveError."""
+    if target.literal is not None:
+        verdict = judge(target.literal, settings.ALLOW_NETWORKS)
+        if not verdict.allowed:
+            raise Refused(
+                f"destination {target.literal} is not a public address ({verdict.reason})"
+            )
+        return Vetted(target, (target.literal,), (str(verdict),) if verdict.reason else ())
+    limit = settings.RESOLVE_TIMEOUT.total_seconds()
+    answers = _lookup(
+        resolver_for(settings), target.host, target.port, min(limit, timeout or limit)
+    )
+    addresses: list[IPAddress] = []
+    notes: list[str] = []
+    for text in answers:
+        try:
+            address = ipaddress.ip_address(text.split("%", 1)[0])
+        except ValueError:
+            raise ResolveError(f"{target.host} resolved to {text!r}, not an address") from None
+        if "%" in text:
+            raise Refused(f"{target.host} resolves to {text} (a scoped address)")
+        verdict = judge(address, settings.ALLOW_NETWORKS)
+        if not verdict.allowed:
+            raise Refused(f"{target.host} resolves to {address} ({verdict.reason}); not delivered")
+        if verdict.reason:
+            notes.append(f"{address} {verdict.reason}")
+        if address not in addresses:
+            addresses.append(address)
+    if not addresses:
+        raise ResolveError(f"{target.host} resolved to no address")
+    return Vetted(target, tuple(addresses), tuple(notes))
