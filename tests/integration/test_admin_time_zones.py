@@ -1,4 +1,4 @@
-"""The admin shows a zoned schedule's times in its zone and in UTC, marks transitions, and jitter."""
+"""The admin shows a zoned schedule's times in its zone and in UTC, with marks, and jitter."""
 
 from __future__ import annotations
 

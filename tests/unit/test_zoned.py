@@ -362,3 +362,39 @@ def test_matches_the_oracle_at_transitions(case: tuple[str, str, datetime, datet
 )
 def test_named_transitions_match_the_oracle(pattern: str, name: str, t: datetime) -> None:
     check(pattern, name, t - 2 * H, t + 26 * H if name == "Pacific/Apia" else t + 2 * H)
+
+
+def test_a_day_long_outage_across_the_gap_is_counted_exactly_without_stepping(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A per-second Berlin schedule down for a day over the spring transition, each policy."""
+    from django_pgsched.engine.policies import decide
+
+    lattice = zoned.cron("* * * * * *", "Europe/Berlin", "skip")
+    start, now = at(2026, 3, 28, 13), at(2026, 3, 29, 13)
+    grace, lookahead = timedelta(seconds=60), timedelta(seconds=5)
+    stepped = []
+    walk = timetable.CronTimetable._ascending
+
+    def counting(self: object, x: int) -> Iterator[object]:
+        for pos in walk(self, x):  # type: ignore[arg-type]
+            stepped.append(pos)
+            yield pos
+
+    monkeypatch.setattr(timetable.CronTimetable, "_ascending", counting)
+    for policy, kept in (("skip", 0), ("latest", 1), ("catch_up", 10)):
+        d = decide(
+            lattice,
+            next_fire_at=start,
+            now=now,
+            lookahead=lookahead,
+            grace=grace,
+            policy=policy,
+            catch_up_limit=10,
+        )
+        missed = 86_400 - 60  # every real second from start to now - grace
+        on_time = 60 + 5 + 1  # [now - grace, now + lookahead]
+        assert (len(d.runs), d.skipped) == (kept + on_time, missed - kept), policy
+        assert d.gap_skipped == 3600 and d.gap_skips[0].first_local == datetime(2026, 3, 29, 2)
+        assert d.next_fire_at == now + lookahead + S
+    assert len(stepped) < 1000  # the on-time runs and a few lookups, not 86,400 seconds
