@@ -557,6 +557,25 @@ class JobRun(models.Model):
         help_text="Whose run this is (empty: no tenant); copied from the schedule when planned.",
     )
     created_at = models.DateTimeField(db_default=Now(), editable=False)
+    # django.tasks (django_pgsched.tasks): a task's priority, its call, its return value
+    priority = models.SmallIntegerField(
+        default=0,
+        db_default=0,
+        help_text="-100 to 100: among due runs of a queue, higher priorities are claimed first.",
+    )
+    task_call = models.JSONField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="For a task enqueued through django.tasks: its positional arguments, "
+        "backend alias and run_after.",
+    )
+    return_value = models.JSONField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="What a task returned (JSON), recorded with its succeeded attempt.",
+    )
 
     objects: ClassVar[JobRunQuerySet] = JobRunQuerySet.as_manager()  # type: ignore[assignment]
 
@@ -617,6 +636,10 @@ class JobRun(models.Model):
                 condition=~models.Q(status__in=TERMINAL_STATUSES)
                 | models.Q(finished_at__isnull=False),
                 name="pgsched_run_terminal_has_finished_at",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(priority__gte=-100, priority__lte=100),
+                name="pgsched_run_priority_range",
             ),
         )
         indexes = (
@@ -687,6 +710,13 @@ class Attempt(models.Model):
         null=True,
         blank=True,
         help_text="What the job recorded about this attempt (an HTTP delivery's evidence).",
+    )
+    error_class = models.CharField(
+        max_length=300,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="The class of the exception the attempt raised (module.QualifiedName).",
     )
 
     class Meta:

@@ -42,6 +42,9 @@ class JobSpec:
     #: ``check(kwargs, timeout) -> kwargs``: the job's own check of a schedule's or
     #: run's kwargs (raises ``ValidationError``); ``timeout`` is the run's, if known.
     check_kwargs: Callable[[dict[str, Any], timedelta | None], dict[str, Any]] | None = None
+    # Runs the claimed run itself instead of ``func(**kwargs)`` and returns the JSON text of
+    # what to record as the run's return value (django.tasks' tasks, django_pgsched.tasks).
+    runner: Callable[[Any], str | None] | None = None
 
 
 _registry: dict[str, JobSpec] = {}

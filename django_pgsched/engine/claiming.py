@@ -136,6 +136,7 @@ def new_claim(
         started_at=row.started_at,
         lease=lease,
         context=context,
+        task_call=json.loads(row.task_call) if isinstance(row.task_call, str) else row.task_call,
     )
 
 

@@ -88,6 +88,8 @@ class Claim:
     started_mono: float | None = None
     # the job's thread is done with it (returned, or never started it)
     returned: bool = False
+    # a django.tasks call (the run's task_call column): args, backend alias, run_after
+    task_call: dict[str, Any] | None = None
 
     # -- transitions ------------------------------------------------------------------
 
@@ -193,6 +195,8 @@ class Outcome:
     error: str
     duration: float
     retry: bool = True  # a failure may be retried (False: the job is not registered here)
+    value: str | None = None  # JSON text of the return value, for registry entries that keep it
+    error_class: str = ""  # module.QualifiedName of the exception the attempt raised
 
     @property
     def run_status(self) -> RunStatus:

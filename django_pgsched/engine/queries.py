@@ -79,6 +79,7 @@ REAPER_REAP = Statement("reaper_reap", rows.ReapedRun)
 RETENTION_DELETE = Command("retention_delete")
 RETENTION_DELETE_CHANGES = Command("retention_delete_changes")
 CANCEL_RUNS = Statement("cancel_runs", rows.CancelledRun)
+TASK_ENQUEUE = Statement("task_enqueue", rows.TaskEnqueued)
 WAKE_EXECUTORS = Statement("wake_executors", rows.Notified)
 DATABASE_NOW = Statement("database_now", rows.DatabaseNow)
 
@@ -96,6 +97,7 @@ STATEMENTS: tuple[Statement[Any] | Command, ...] = (
     RETENTION_DELETE,
     RETENTION_DELETE_CHANGES,
     CANCEL_RUNS,
+    TASK_ENQUEUE,
     WAKE_EXECUTORS,
     DATABASE_NOW,
 )

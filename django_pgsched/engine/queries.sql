@@ -116,8 +116,9 @@ WITH clock AS (
 outcome AS (
     SELECT *
       FROM unnest(%(ids)b::bigint[], %(tokens)b::uuid[], %(results)b::text[], %(errors)b::text[],
-                  %(statuses)b::text[], %(delays)b::float8[])
-        AS o(id, token, result, error, next_status, delay)
+                  %(statuses)b::text[], %(delays)b::float8[], %(values)b::text[],
+                  %(error_classes)b::text[])
+        AS o(id, token, result, error, next_status, delay, value, error_class)
 ),
 finished AS (
     UPDATE pgsched_job_run r
@@ -127,7 +128,11 @@ finished AS (
                              THEN clock.now + make_interval(secs => o.delay)
                              ELSE r.fire_after END,
            claimed_by = NULL,
-           claim_expires_at = NULL
+           claim_expires_at = NULL,
+           -- what a django.tasks task returned (JSON), with its succeeded attempt
+           return_value = CASE WHEN o.next_status = 'succeeded'
+                               THEN coalesce(o.value::jsonb, r.return_value)
+                               ELSE r.return_value END
       FROM outcome o, clock
      WHERE r.id = o.id
        -- only while the lease is ours: a token is set exactly while the run is
@@ -137,11 +142,13 @@ finished AS (
        -- for every run claimed since vacuum last ran (all of them while a long
        -- transaction elsewhere holds vacuum back).
        AND r.claimed_by = o.token
-    RETURNING r.id, r.attempts, r.started_at, r.worker, r.status, o.result, o.error
+    RETURNING r.id, r.attempts, r.started_at, r.worker, r.status, o.result, o.error, o.error_class
 ),
 recorded AS (
-    INSERT INTO pgsched_attempt (job_run_id, number, status, started_at, finished_at, worker, error)
-    SELECT f.id, f.attempts, f.result, f.started_at, clock.now, coalesce(f.worker, ''), f.error
+    INSERT INTO pgsched_attempt
+           (job_run_id, number, status, started_at, finished_at, worker, error, error_class)
+    SELECT f.id, f.attempts, f.result, f.started_at, clock.now, coalesce(f.worker, ''), f.error,
+           coalesce(f.error_class, '')
       FROM finished f, clock
 ),
 claimable AS MATERIALIZED (
@@ -173,7 +180,7 @@ claimed AS (
      WHERE r.id = c.id
     RETURNING r.id, r.claimed_by, r.attempts, r.max_attempts, r.timeout, r.job, r.queue,
               r.kwargs, r.schedule_name, r.scheduled_for, r.idempotency_key, r.fire_after,
-              r.started_at, r.claim_expires_at
+              r.started_at, r.claim_expires_at, r.task_call
 ),
 next_due AS (
     -- only when the slots were not all filled: when to look again
@@ -190,7 +197,7 @@ next_due AS (
 )
 SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue, c.kwargs,
        c.schedule_name, c.scheduled_for, c.idempotency_key, c.fire_after, c.started_at,
-       c.claim_expires_at,
+       c.claim_expires_at, c.task_call,
        (SELECT array_agg(id ORDER BY id) FROM finished) AS recorded_ids,
        (SELECT array_agg(status ORDER BY id) FROM finished) AS recorded_statuses,
        (SELECT at FROM next_due) AS next_due,
@@ -375,6 +382,29 @@ recorded AS (
         ON CONFLICT DO NOTHING
 )
 SELECT id, was, job, queue, attempts FROM cancelled ORDER BY id;
+
+
+-- name: task_enqueue
+-- django.tasks' enqueue (django_pgsched.tasks.PgschedBackend): one run, in the caller's
+-- transaction, and a wake-up for the executors (delivered when that transaction commits).
+-- The call carries the enqueue time, so a claim knows it without reading the run again.
+WITH clock AS (
+    SELECT statement_timestamp() AS now
+),
+inserted AS (
+    INSERT INTO pgsched_job_run
+           (schedule_id, schedule_name, scheduled_for, idempotency_key, job, kwargs, queue,
+            status, fire_after, attempts, max_attempts, timeout, note, created_at, priority,
+            task_call)
+    SELECT NULL, NULL, date_trunc('second', coalesce(%(run_after)s::timestamptz, clock.now)),
+           'pgsched:task:' || gen_random_uuid(), %(job)s, %(kwargs)s::jsonb, %(queue)s,
+           'pending', coalesce(%(run_after)s::timestamptz, clock.now), 0, %(max_attempts)s,
+           %(timeout)s, '', clock.now, %(priority)s,
+           %(call)s::jsonb || jsonb_build_object('enqueued_at', clock.now)
+      FROM clock
+    RETURNING id, created_at
+)
+SELECT id, created_at, pg_notify('pgsched_wait', id::text) AS notified FROM inserted;
 
 
 -- name: wake_executors

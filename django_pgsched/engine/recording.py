@@ -56,6 +56,8 @@ def record_params(outcomes: Sequence[Outcome], settings: Settings) -> dict[str, 
         "errors": [o.error for o in outcomes],
         "statuses": [o.run_status for o in outcomes],
         "delays": [delay(o, settings) for o in outcomes],
+        "values": [o.value for o in outcomes],
+        "error_classes": [o.error_class for o in outcomes],
     }
 
 
@@ -66,6 +68,8 @@ NOTHING_TO_RECORD: Mapping[str, Any] = {
     "errors": [],
     "statuses": [],
     "delays": [],
+    "values": [],
+    "error_classes": [],
 }
 NOTHING_TO_CLAIM: Mapping[str, Any] = {
     "limit": 0,

@@ -74,6 +74,7 @@ class PassRow(NamedTuple):
     fire_after: datetime
     started_at: datetime
     claim_expires_at: datetime
+    task_call: Any  # a django.tasks call (JSON object, decoded) or None
     recorded_ids: list[int] | None
     recorded_statuses: list[str] | None
     next_due: datetime | None
@@ -95,6 +96,14 @@ class ExecutorPassResult:
         recorded = dict(zip(first.recorded_ids or (), first.recorded_statuses or (), strict=True))
         claimed = [row for row in rows if row.id is not None]
         return cls(recorded, claimed, first.next_due, first.db_now)
+
+
+class TaskEnqueued(NamedTuple):
+    """``task_enqueue``: the run a django.tasks ``enqueue()`` wrote."""
+
+    id: int
+    created_at: datetime
+    notified: Any
 
 
 class Renewed(NamedTuple):

@@ -22,6 +22,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 from django.db import close_old_connections
 
@@ -192,7 +193,7 @@ class Slots:
         with self.lock:
             if not claim.start(self.clock()):
                 return  # released while waiting for a slot
-        status, error, retry = invoke(claim, like_a_request=not self.inline)
+        invoked = invoke(claim, like_a_request=not self.inline)
         failpoints.hit("executor.after_job")
         with self.lock:
             now = self.clock()
@@ -201,7 +202,7 @@ class Slots:
                 # Queued before the slot shows idle: a pass that counts this slot as
                 # free also records this outcome, so the run's attempt ends in the
                 # statement that claims its successor (never one run too many).
-                self.outcomes.put(_outcome(claim, was, status, error, retry, now))
+                self.outcomes.put(_outcome(claim, was, invoked, now))
             elif (
                 was is ClaimState.ABANDONED
             ):  # the result is discarded; the slot frees with the lease
@@ -211,7 +212,7 @@ class Slots:
             self._returned.notify_all()
         if (
             was not in (ClaimState.RUNNING, ClaimState.OVERDUE)
-            and status == AttemptStatus.SUCCEEDED
+            and invoked.status == AttemptStatus.SUCCEEDED
         ):
             logger.warning(
                 "run %s finished after its lease was lost or the replica gave it "
@@ -221,27 +222,47 @@ class Slots:
         self.wake.set()
 
 
-def _outcome(
-    claim: Claim, was: ClaimState, status: AttemptStatus, error: str, retry: bool, now: float
-) -> Outcome:
+def _outcome(claim: Claim, was: ClaimState, invoked: Invoked, now: float) -> Outcome:
     elapsed = claim.elapsed(now)
     if was is ClaimState.OVERDUE:
         error = (
             f"timed out: still running {claim.timeout.total_seconds():g}s after it "
-            f"started; returned after {elapsed:.3g}s\n{error}"
+            f"started; returned after {elapsed:.3g}s\n{invoked.error}"
         ).rstrip()
-        return Outcome(claim, AttemptStatus.TIMED_OUT, error, elapsed)
-    return Outcome(claim, status, error, elapsed, retry)
+        return Outcome(
+            claim, AttemptStatus.TIMED_OUT, error, elapsed, error_class=invoked.error_class
+        )
+    return Outcome(
+        claim,
+        invoked.status,
+        invoked.error,
+        elapsed,
+        invoked.retry,
+        invoked.value,
+        invoked.error_class,
+    )
 
 
-def invoke(claim: Claim, *, like_a_request: bool) -> tuple[AttemptStatus, str, bool]:
-    """Run ``claim``'s job: (attempt status, error text, whether a failure may be retried).
+class Invoked(NamedTuple):
+    """What calling a job did."""
+
+    status: AttemptStatus  # succeeded or failed
+    error: str = ""
+    retry: bool = True  # whether a failure may be retried
+    value: str | None = None  # JSON text of the return value (registry entries with a runner)
+    error_class: str = ""
+
+
+def invoke(claim: Claim, *, like_a_request: bool) -> Invoked:
+    """Run ``claim``'s job and say what happened.
 
     A job's failure is data: every exception (even ``SystemExit``) becomes a
-    failed attempt with its traceback, never a crash. On a slot thread
-    (``like_a_request``) the job's database connections are handled as Django
-    handles a request's: closed if unusable or past ``CONN_MAX_AGE`` before
-    and after.
+    failed attempt with its traceback and its class, never a crash. A registry
+    entry with a ``runner`` (django.tasks' tasks) is handed the claim itself
+    and returns the JSON text of its return value, recorded with a succeeded
+    attempt. On a slot thread (``like_a_request``) the job's database
+    connections are handled as Django handles a request's: closed if unusable
+    or past ``CONN_MAX_AGE`` before and after.
     """
     spec = get_job(claim.job)
     try:
@@ -249,20 +270,27 @@ def invoke(claim: Claim, *, like_a_request: bool) -> tuple[AttemptStatus, str, b
             close_old_connections()
         failpoints.hit("executor.before_job")
         if spec is None:
-            return AttemptStatus.FAILED, f"job {claim.job!r} is not registered here", False
+            return Invoked(AttemptStatus.FAILED, f"job {claim.job!r} is not registered here", False)
+        if spec.runner is not None:
+            return Invoked(AttemptStatus.SUCCEEDED, value=spec.runner(claim))
         if spec.takes_context:
             spec.func(claim.context, **claim.kwargs)
         else:
             spec.func(**claim.kwargs)
-        return AttemptStatus.SUCCEEDED, "", True
+        return Invoked(AttemptStatus.SUCCEEDED)
     except BaseException as exc:
-        return AttemptStatus.FAILED, format_error(exc), True
+        return Invoked(AttemptStatus.FAILED, format_error(exc), True, None, class_path(type(exc)))
     finally:
         if like_a_request:
             try:
                 close_old_connections()
             except Exception:  # pragma: no cover
                 logger.debug("closing the job's connections failed", exc_info=True)
+
+
+def class_path(cls: type) -> str:
+    """``module.QualifiedName`` of a class (an exception's, for its attempt)."""
+    return f"{cls.__module__}.{cls.__qualname__}"[:300]
 
 
 def clean_text(text: str) -> str:

@@ -71,7 +71,9 @@ def test_failure_retries_with_backoff_then_fails_at_max_attempts(db):
     assert run.status == "retrying" and run.attempts == 1 and run.finished_at is None
     assert run.fire_after > now_db()  # backoff: not due yet
     assert attempts_of(run) == [(1, "failed")]
-    assert "RuntimeError: boom" in Attempt.objects.get(job_run=run).error
+    first = Attempt.objects.get(job_run=run)
+    assert "RuntimeError: boom" in first.error
+    assert first.error_class == "builtins.RuntimeError"  # the exception's class, by path
     later = run.fire_after + seconds(1)
     Executor(concurrency=1, inline=True).run_once(now=later)
     run.refresh_from_db()
@@ -502,6 +504,8 @@ def executor_params(limit: int) -> dict:
         "errors": [],
         "statuses": [],
         "delays": [],
+        "values": [],
+        "error_classes": [],
         "limit": limit,
         "jobs": ["tests.noop"],
         "queues": None,
@@ -615,6 +619,8 @@ def test_recording_outcomes_finds_runs_by_primary_key_not_the_running_index(priv
             "errors": [""] * len(held),
             "statuses": ["succeeded"] * len(held),
             "delays": [None] * len(held),
+            "values": [None] * len(held),
+            "error_classes": [""] * len(held),
         }
         cursor.execute("EXPLAIN (FORMAT JSON) " + queries.get("executor_pass"), params)
         plan = cursor.fetchone()[0]
