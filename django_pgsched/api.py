@@ -238,15 +238,22 @@ def retry_run(run: JobRun, *, note: str = "") -> tuple[JobRun, bool]:
     existing = JobRun.objects.filter(idempotency_key=key).first()
     if existing is not None:
         return existing, False
-    new = enqueue(
-        run.job,
-        kwargs=run.kwargs,
-        queue=run.queue,
-        max_attempts=run.max_attempts,
-        timeout=run.timeout,
-        idempotency_key=key,
-        schedule_name=run.schedule_name,
-        note=f"retry of run {run.pk}" + (f" {note}" if note else ""),
-        tenant=run.tenant,
-    )
+    with transaction.atomic(using=get_settings().DATABASE_ALIAS):
+        new = enqueue(
+            run.job,
+            kwargs=run.kwargs,
+            queue=run.queue,
+            max_attempts=run.max_attempts,
+            timeout=run.timeout,
+            idempotency_key=key,
+            schedule_name=run.schedule_name,
+            note=f"retry of run {run.pk}" + (f" {note}" if note else ""),
+            tenant=run.tenant,
+        )
+        if run.task_call is not None or run.priority:  # a django.tasks task's call
+            new.refresh_from_db(fields=["created_at"])
+            if run.task_call is not None:
+                new.task_call = {**run.task_call, "enqueued_at": new.created_at.isoformat()}
+            new.priority = run.priority
+            new.save(update_fields=["task_call", "priority"])
     return new, True

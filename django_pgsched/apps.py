@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from importlib.util import find_spec
+
 from django.apps import AppConfig
 
 
@@ -14,3 +16,7 @@ class PgSchedConfig(AppConfig):
         from .ops import checks  # noqa: F401  (registers the system checks)
 
         registry.autodiscover()
+        if find_spec("django.tasks") or find_spec("django_tasks"):
+            from .tasks import discovery  # django.tasks (Django 6) or its backport
+
+            discovery.discover()

@@ -91,6 +91,14 @@ def _check_text(text: str, parts: list[str]) -> None:
         ) from None
 
 
+def check_json(value: Any, *, max_depth: int, root: str = "") -> None:
+    """Raise ``ValidationError`` unless ``value`` is JSON that jsonb stores unchanged.
+
+    ``root`` names the value in messages (``args``, ``kwargs``, ``return value``).
+    """
+    _scan(value, 1, max_depth, [root] if root else [], [0])
+
+
 def validate_kwargs(value: Any, *, max_bytes: int, max_depth: int) -> dict[str, Any]:
     """Return ``value`` as a dict if it is an acceptable payload, else raise ``ValidationError``.
 

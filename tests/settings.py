@@ -26,6 +26,11 @@ INSTALLED_APPS = [
     "tests.testapp",
 ]
 
+# Django's task framework and the backends the suite uses (tests/task_settings.py)
+from tests.task_settings import FRAMEWORK_APPS, TASKS, TASKS_FRAMEWORK  # noqa: E402
+
+INSTALLED_APPS += FRAMEWORK_APPS
+
 if not os.environ.get("DATABASE_URL"):
     # No server given: start the embedded one (the ``embedded`` extra). Replica
     # subprocesses inherit the variable and reach the same server.

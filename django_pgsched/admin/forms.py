@@ -20,6 +20,14 @@ from ..timing import zoned, zones
 EDITABLE_FIELDS = ("name", *DEFINITION_FIELDS)
 
 
+def _task_label(func: object) -> str:
+    """A django.tasks task's entry: the backend it runs on (the tasks room registers these)."""
+    from ..tasks.discovery import get_task  # only reached when the task framework is installed
+
+    task = get_task(f"{getattr(func, '__module__', '')}.{getattr(func, '__qualname__', '')}")
+    return f"django.tasks task, backend {task.backend}" if task is not None else "django.tasks task"
+
+
 def job_choices(current: str | None = None) -> list[tuple[str, str]]:
     """The registered jobs, plus ``current`` (marked) if it is no longer registered."""
     jobs = all_jobs()
@@ -28,6 +36,7 @@ def job_choices(current: str | None = None) -> list[tuple[str, str]]:
         choices.append((current, f"{current} (not registered)"))
     for name, spec in sorted(jobs.items()):
         defaults = [
+            _task_label(spec.func) if spec.runner is not None else "",
             f"queue {spec.queue}" if spec.queue else "",
             f"{spec.max_attempts} attempts" if spec.max_attempts else "",
         ]
@@ -59,7 +68,9 @@ EMPTY_MEANS = {
 
 
 class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
-    job = forms.ChoiceField(help_text="A job registered with @job.")
+    job = forms.ChoiceField(
+        help_text="A job registered with @job, or a django.tasks task (task:<module path>)."
+    )
 
     class Meta:
         model = Schedule

@@ -203,7 +203,18 @@ class JobRunAdmin(JobRunAdminBase):
     fieldsets = (
         (
             None,
-            {"fields": ("state", "schedule_column", "tenant", "job", "arguments", "queue", "note")},
+            {
+                "fields": (
+                    "state",
+                    "schedule_column",
+                    "tenant",
+                    "job",
+                    "arguments",
+                    "result",
+                    "queue",
+                    "note",
+                )
+            },
         ),
         (
             "Timing (UTC)",
@@ -218,6 +229,7 @@ class JobRunAdmin(JobRunAdminBase):
         "state",
         "schedule_column",
         "arguments",
+        "result",
         "scheduled",
         "due",
         "started",
@@ -332,7 +344,16 @@ class JobRunAdmin(JobRunAdminBase):
 
     @admin.display(description="Kwargs")
     def arguments(self, obj: JobRun) -> SafeString:
-        return format_html("<pre>{}</pre>", json.dumps(obj.kwargs, indent=2, sort_keys=True))
+        shown: Any = obj.kwargs
+        if obj.task_call is not None:  # a django.tasks task: its positional arguments too
+            shown = {"args": obj.task_call.get("args", []), "kwargs": obj.kwargs}
+        return format_html("<pre>{}</pre>", json.dumps(shown, indent=2, sort_keys=True))
+
+    @admin.display(description="Return value")
+    def result(self, obj: JobRun) -> SafeString:
+        if obj.return_value is None:
+            return format_html("{}", "—")
+        return format_html("<pre>{}</pre>", json.dumps(obj.return_value, indent=2, sort_keys=True))
 
     # -- pages -------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@ Run with ``sphinx-build -W``, every warning here fails the build:
 * ``reference/settings.md`` has one ``### `KEY` `` heading per field of
   :class:`django_pgsched.conf.Settings`, none more, each with a ``**Default:**``
   literal equal to the field's default;
-* ``reference/checks.md`` names exactly the check ids that ``checks.py`` emits;
+* ``reference/checks.md`` names exactly the check ids that ``checks.py`` (and the
+  django.tasks backend) emit;
 * ``reference/metrics.md`` has one table row per metric, with its type and labels;
 * ``reference/commands.md`` mentions every option of each management command;
 * ``reference/models.md`` mentions every field of each model in its section;
@@ -118,7 +119,14 @@ def check_checks(text: str, warn: Callable[[str], None]) -> None:
 
     from django_pgsched.ops import checks
 
-    emitted = set(re.findall(r'id="(pgsched\.[EW]\d{3})"', inspect.getsource(checks)))
+    sources = inspect.getsource(checks)
+    try:  # the django.tasks backend's own checks (Django's framework runs them)
+        from django_pgsched.tasks import backend
+
+        sources += inspect.getsource(backend)
+    except ImportError:  # no task framework installed
+        pass
+    emitted = set(re.findall(r'id="(pgsched\.[EW]\d{3})"', sources))
     documented = set(re.findall(r"^## `(pgsched\.[EW]\d{3})`", text, flags=re.MULTILINE))
     for missing in sorted(emitted - documented):
         warn(f"check {missing} has no heading")
