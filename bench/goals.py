@@ -84,4 +84,10 @@ def evaluate(results: Results) -> list[dict[str, Any]]:
                      _get(results, "opentx", "after_ratio"), lambda v: v >= 0.9,
                      "{:.2f}× baseline"),
     ]  # fmt: skip
+    for c in (1, 4):
+        out.append(
+            _ratio_goal(results, "tasks", f"ours_c{c}/dtdb_w{c}",
+                        f"django.tasks enqueue + execute ≥ 5× django-tasks-db "
+                        f"(concurrency {c} vs {c} db_worker)", 5.0)
+        )  # fmt: skip
     return out

@@ -51,6 +51,13 @@ class Profile:
     opentx_phase: float = 20.0
     opentx_concurrency: int = 8
 
+    # django.tasks: enqueue + execute through PgschedBackend vs django-tasks-db's db_worker
+    tasks_concurrency: tuple[int, ...] = (1, 4)
+    tasks_count: int = 5000
+    tasks_producer_threads: int = 8
+    tasks_reps: int = 2
+    tasks_startup: float = 3.0  # seconds for the workers to come up before the producer starts
+
     fsync_test: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -76,5 +83,8 @@ FULL = replace(
     admin_rows=5_000_000,
     opentx_phase=60.0,
     fsync_test=True,
+    tasks_concurrency=(1, 4, 8),
+    tasks_count=20000,
+    tasks_reps=3,
 )
 PROFILES = {"quick": QUICK, "full": FULL}

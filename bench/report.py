@@ -217,6 +217,21 @@ def _loads(results: Results) -> list[str]:
     return [*lines, ""]
 
 
+def _tasks_extra(bench: dict[str, Any]) -> list[str]:
+    lines = [
+        "| cell | drain (execute only) | enqueue rate | enqueue p50 | enqueue p99 "
+        "| worker CPU/task |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for cell in bench.get("cells", {}).values():
+        lines.append(
+            f"| {cell['label']} | {_n(cell['drain']['median'])}/s | {_n(cell['enqueue_rate'])}/s "
+            f"| {_n(cell['enqueue_p50_ms'], 2)} ms | {_n(cell['enqueue_p99_ms'], 2)} ms "
+            f"| {_n(cell['worker_cpu_per_task_ms'], 2)} ms |"
+        )
+    return [*lines, ""]
+
+
 def table(results: Results) -> str:
     b = results.get("benchmarks", {})
     meta = results["meta"]
@@ -241,6 +256,9 @@ def table(results: Results) -> str:
         lines += _planner_extra(b["planner"])
     if "cells" in b.get("executor", {}):
         lines += _throughput("Executor: no-op runs", b["executor"])
+    if "cells" in b.get("tasks", {}):
+        lines += _throughput("django.tasks: enqueue + execute no-op tasks", b["tasks"])
+        lines += _tasks_extra(b["tasks"])
     if "sparse" in b.get("lateness", {}):
         lines += _lateness(b["lateness"])
     if "replicas_1" in b.get("idle", {}):

@@ -28,6 +28,7 @@ from . import (
     b_memory,
     b_opentx,
     b_planner,
+    b_tasks,
     b_variants,
     goals,
     machine,
@@ -47,6 +48,7 @@ BENCHMARKS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "memory": b_memory.run,
     "admin": b_admin.run,
     "opentx": b_opentx.run,
+    "tasks": b_tasks.run,
 }
 # run only when named with --only (what-if measurements of proposed engine changes)
 EXTRA: dict[str, Callable[[Context], dict[str, Any]]] = {

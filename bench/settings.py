@@ -33,6 +33,11 @@ INSTALLED_APPS = [
     "tests.testapp",
     "bench.benchapp",
 ]
+# django.tasks: PgschedBackend as "default" (bench/b_tasks.py), and the backends the test
+# app's tasks name
+from tests.task_settings import FRAMEWORK_APPS, TASKS, TASKS_FRAMEWORK  # noqa: E402, F401
+
+INSTALLED_APPS += FRAMEWORK_APPS
 DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.postgresql",

@@ -27,7 +27,7 @@ INSTALLED_APPS = [
 ]
 
 # Django's task framework and the backends the suite uses (tests/task_settings.py)
-from tests.task_settings import FRAMEWORK_APPS, TASKS, TASKS_FRAMEWORK  # noqa: E402
+from tests.task_settings import FRAMEWORK_APPS, TASKS, TASKS_FRAMEWORK  # noqa: E402, F401
 
 INSTALLED_APPS += FRAMEWORK_APPS
 

@@ -1,4 +1,4 @@
-"""``TASKS`` for the test suite and the bench (both install ``tests.testapp``, whose tasks use these).
+"""``TASKS`` for the test suite and the bench (both install ``tests.testapp``).
 
 The framework is django.tasks on Django 6 and the django-tasks backport on
 5.2 (extra ``tasks``); ``None`` when neither is installed. ``default`` is

@@ -1,4 +1,5 @@
-"""django-tasks-db (``db_worker``): ``setup DSN``, ``fill DSN N``, ``work DSN`` (one worker).
+"""django-tasks-db (``db_worker``): ``setup DSN``, ``fill DSN N``, ``work DSN`` (one worker),
+``produce DSN N THREADS OUT`` (enqueue N tasks from THREADS threads, timed; bench/b_tasks.py).
 
 Django is configured in code; the no-op task lives in ``dtdb_tasks``, which the
 worker imports by its dotted path as any project's worker would.
@@ -48,6 +49,14 @@ def main(argv: list[str]) -> int:
 
     if command == "setup":
         call_command("migrate", verbosity=0)
+    elif command == "produce":
+        import json
+
+        from bench.producers import produce
+
+        count, threads, out = rest
+        with open(out, "w") as f:
+            json.dump(produce(noop.enqueue, int(count), int(threads)), f)
     elif command == "fill":
         with transaction.atomic():
             for i in range(int(rest[0])):

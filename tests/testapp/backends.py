@@ -9,7 +9,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-
 from .models import Witness
 
 try:  # django.tasks on Django 6, the backport on 5.2
