@@ -70,13 +70,20 @@ def configure(conn: BaseDatabaseWrapper, role: str, settings: Settings | None = 
             " set_config('statement_timeout', %s, false),"
             " set_config('idle_in_transaction_session_timeout', %s, false),"
             " set_config('application_name', %s, false),"
-            " set_config('pgsched.actor', %s, false)",  # who, in the schedule audit trail
+            " set_config('pgsched.actor', %s, false),"  # who, in the schedule audit trail
+            " set_config('plan_cache_mode', %s, false)",
             [
                 _ms(settings.LOCK_TIMEOUT.total_seconds()),
                 _ms(settings.STATEMENT_TIMEOUT.total_seconds()),
                 _ms(settings.IDLE_IN_TRANSACTION_TIMEOUT.total_seconds()),
                 f"pgsched {role} {worker_id()}"[:63],
                 f"{role} {worker_id()}"[:200],
+                # The named statements are prepared (PREPARED_STATEMENTS): plan them once.
+                # Under "auto" PostgreSQL re-planned executor_pass at every execution (its
+                # generic plan's estimate never beat the custom plans'), which cost more
+                # server CPU than executing it; tests/integration/test_plans.py checks the
+                # generic plans use the indexes the custom ones do.
+                "force_generic_plan" if settings.PREPARED_STATEMENTS else "auto",
             ],
         )
     setattr(raw, _CONFIGURED_ATTR, role)
@@ -136,19 +143,25 @@ def cursor(conn: BaseDatabaseWrapper, row: Callable[..., Any] | None = None) -> 
 
 
 def _by_name(record: Callable[..., Any]) -> Any:
-    """A psycopg row factory: each row becomes ``record(**{column: value})``."""
+    """A psycopg row factory: each row becomes ``record(**{column: value})``.
+
+    For a ``NamedTuple`` record the columns are checked against its fields once
+    (names and order); its rows are then built positionally, which is the same.
+    """
+    if getattr(record, "_fields", None) is not None and record in _checked:
+        return _checked[record]
 
     def factory(cur: Any) -> Callable[[Sequence[Any]], Any]:
         names = [column.name for column in cur.description or ()]
         expected = getattr(record, "_fields", None)
-        if expected is not None and tuple(names) != tuple(expected):
-            raise TypeError(
-                f"{record.__name__}: the statement returns columns {names}, "
-                f"the record expects {list(expected)}"
-            )
-
-        if expected is not None:  # a NamedTuple whose fields are the columns, in order
+        if expected is not None:
+            if tuple(names) != tuple(expected):
+                raise TypeError(
+                    f"{record.__name__}: the statement returns columns {names}, "
+                    f"the record expects {list(expected)}"
+                )
             make: Callable[[Sequence[Any]], Any] = record._make  # type: ignore[attr-defined]
+            _checked[record] = lambda cur: make
             return make
 
         def by_keyword(values: Sequence[Any]) -> Any:
@@ -159,13 +172,34 @@ def _by_name(record: Callable[..., Any]) -> Any:
     return factory
 
 
+_checked: dict[Any, Any] = {}
+
+
 def fetch(
     conn: BaseDatabaseWrapper, statement: queries.Statement[R], params: Mapping[str, Any]
 ) -> list[R]:
-    """Run ``statement``; its rows, each read by column name into ``statement.row``."""
-    with cursor(conn, statement.row) as cur:
-        cur.execute(statement.sql, params)
-        return list(cur.fetchall())
+    """Run ``statement``; its rows, each read by column name into ``statement.row``.
+
+    When nothing observes the connection's queries (no query log, no execute
+    wrapper: production), the psycopg cursor is used without Django's wrapper
+    around it; database errors are still Django's.
+    """
+    if conn.queries_logged or conn.execute_wrappers or conn.connection is None:
+        with cursor(conn, statement.row) as cur:
+            cur.execute(statement.sql, params)
+            return list(cur.fetchall())
+    conn.validate_no_broken_transaction()
+    conn.validate_thread_sharing()
+    with conn.wrap_database_errors:
+        raw = conn.connection
+        if get_settings().PREPARED_STATEMENTS:
+            raw.prepare_threshold = 1
+        raw_cursor: Any = ServerBindingCursor(raw, row_factory=_by_name(statement.row))  # type: ignore[call-arg]
+        try:
+            raw_cursor.execute(statement.sql, params)
+            return list(raw_cursor.fetchall())
+        finally:
+            raw_cursor.close()
 
 
 def execute(conn: BaseDatabaseWrapper, command: queries.Command, params: Mapping[str, Any]) -> int:

@@ -1,0 +1,124 @@
+"""The generic plans of the hot statements (the scheduler's sessions force them).
+
+The engine's statements are prepared, and its sessions set ``plan_cache_mode =
+force_generic_plan`` so that PostgreSQL plans each once instead of at every
+execution. A generic plan does not see the parameters' values, so these tests
+check that it still reads the indexes the statements are written for.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from django.db import connection
+
+from django_pgsched import enqueue
+from django_pgsched.engine import db as db_module
+from django_pgsched.engine import queries
+from django_pgsched.models import JobRun
+from tests.integration.test_executor import executor_params, walk
+
+PARAM = re.compile(r"%\((\w+)\)[sb]")
+
+
+def generic_plan(sql: str, params: dict[str, Any], *, analyze: bool = True) -> dict[str, Any]:
+    """EXPLAIN (ANALYZE) of ``sql`` as a prepared statement under its generic plan."""
+    order: list[str] = []
+    for name in PARAM.findall(sql):
+        if name not in order:
+            order.append(name)
+    numbered = PARAM.sub(lambda m: f"${order.index(m.group(1)) + 1}", sql)
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(f"PREPARE pgsched_plan_test AS {numbered}")
+        try:
+            placeholders = ", ".join(["%s"] * len(order))
+            cursor.execute(
+                f"EXPLAIN (ANALYZE {analyze}, FORMAT JSON)"
+                f" EXECUTE pgsched_plan_test({placeholders})",
+                [params[name] for name in order],
+            )
+            plan: dict[str, Any] = cursor.fetchone()[0][0]["Plan"]
+        finally:
+            cursor.execute("DEALLOCATE pgsched_plan_test")
+    return plan
+
+
+def test_the_scheduler_sessions_plan_prepared_statements_once(db):
+    connection.ensure_connection()
+    # configure anew (an earlier test's rolled-back transaction took its settings along)
+    setattr(connection.connection, db_module._CONFIGURED_ATTR, None)
+    with db_module.session("executor") as conn, conn.cursor() as cursor:
+        cursor.execute("SHOW plan_cache_mode")
+        assert cursor.fetchone()[0] == "force_generic_plan"
+
+
+def test_the_generic_claim_reads_the_claimable_index_and_stops_at_the_limit(db):
+    for _ in range(50):
+        enqueue("tests.noop")
+    plan = generic_plan(queries.EXECUTOR_PASS.sql, executor_params(limit=4))
+    (scan,) = [
+        n
+        for n in walk(plan)
+        if n.get("Index Name") == "pgsched_run_claimable_idx" and n["Node Type"] == "Index Scan"
+    ]
+    assert scan["Actual Rows"] == 4, json.dumps(scan)
+    floor = JobRun.objects.order_by("fire_after", "id").values_list("fire_after", "id")[10]
+    plan = generic_plan(
+        queries.EXECUTOR_PASS.sql,
+        {**executor_params(limit=4), "floor_at": floor[0], "floor_id": floor[1]},
+    )
+    (scan,) = [
+        n
+        for n in walk(plan)
+        if n.get("Index Name") == "pgsched_run_claimable_idx" and n["Node Type"] == "Index Scan"
+    ]
+    assert "ROW(fire_after, id) >= ROW(" in scan.get("Index Cond", ""), scan
+    assert scan["Actual Rows"] == 4, json.dumps(scan)
+
+
+def test_the_generic_recording_finds_runs_by_primary_key(private_runs):
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO pgsched_job_run (scheduled_for, idempotency_key, job, kwargs, queue,
+                   status, fire_after, attempts, max_attempts, timeout, note, claimed_by, worker,
+                   started_at, claim_expires_at, finished_at)
+            SELECT date_trunc('second', now()) - g * interval '1 s', 'k' || g, 'tests.noop',
+                   '{}', 'default', CASE WHEN g <= 8 THEN 'running' ELSE 'succeeded' END,
+                   now(), 1, 3, interval '1 minute', '',
+                   CASE WHEN g <= 8 THEN gen_random_uuid() END, 'w', now(),
+                   CASE WHEN g <= 8 THEN now() + interval '2 minutes' END,
+                   CASE WHEN g > 8 THEN now() END
+              FROM generate_series(1, 20000) g
+            """
+        )
+        cursor.execute("ANALYZE pg_temp.pgsched_job_run")
+        cursor.execute("SELECT id, claimed_by FROM pgsched_job_run WHERE status = 'running'")
+        held = cursor.fetchall()
+    params = {
+        **executor_params(limit=0),
+        "ids": [row[0] for row in held],
+        "tokens": [row[1] for row in held],
+        "results": ["succeeded"] * len(held),
+        "errors": [""] * len(held),
+        "statuses": ["succeeded"] * len(held),
+        "delays": [None] * len(held),
+    }
+    plan = generic_plan(queries.EXECUTOR_PASS.sql, params, analyze=False)
+    used = {n.get("Index Name") for n in walk(plan)}
+    assert "pgsched_run_running_idx" not in used, used
+    assert "pgsched_job_run_pkey" in used, used
+
+
+def test_the_generic_renewal_finds_runs_by_primary_key(db):
+    run = enqueue("tests.noop")
+    plan = generic_plan(
+        queries.EXECUTOR_RENEW.sql,
+        {"now": None, "ids": [run.pk], "tokens": [None], "lease_factor": 2.0},
+    )
+    used = {n.get("Index Name") for n in walk(plan)}
+    assert "pgsched_job_run_pkey" in used, used
