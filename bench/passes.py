@@ -7,6 +7,12 @@ records, which is what the gathering of outcomes changes::
     python -m bench.passes --concurrency 8 --gather-ms 2    # as shipped
     python -m bench.passes --concurrency 8 --gather-ms 0    # without gathering
 
+It also says where a pass's CPU goes: the replica's (its executor thread and
+the slot threads) and the executor's database backend's (``/proc``), per
+pass and per run: CPU, unlike the rate, hardly moves when other processes
+share the machine. ``--cprofile FILE`` writes a cProfile of the window
+(every thread).
+
 It starts its own private cluster (``bench/cluster.py``), never your server.
 The loop is the runner's executor loop without the other loops: a pass, then
 sleep until the executor asks for the next one or a job wakes it.
@@ -15,8 +21,10 @@ sleep until the executor asks for the next one or a job wakes it.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import os
 import time
+from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=6.0, help="measured window")
     parser.add_argument("--gather-ms", type=float, default=None, help="override GATHER_WINDOW")
     parser.add_argument("--runs", type=int, default=200_000, help="runs queued before the start")
+    parser.add_argument("--cprofile", default=None, help="write a cProfile of the window here")
     args = parser.parse_args(argv)
 
     from .cluster import private_cluster
@@ -52,7 +61,17 @@ def main(argv: list[str] | None = None) -> int:
         executor = executor_module.Executor(concurrency=args.concurrency, worker_id="passes")
         executor.start_threads()
         executor.run_once()  # opens and configures the session
+        with cluster.connect("passes") as conn:
+            row = conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'pgsched executor%'"
+            ).fetchone()
+        assert row is not None
+        backend = int(row[0])
+        profiler = cProfile.Profile() if args.cprofile else None
         passes = recorded = 0
+        cpu, thread_cpu, server_cpu = time.process_time(), time.thread_time(), _cpu(backend)
+        if profiler:
+            profiler.enable()
         started = time.perf_counter()
         while time.perf_counter() - started < args.seconds:
             executor.wake.clear()
@@ -64,6 +83,12 @@ def main(argv: list[str] | None = None) -> int:
             if wait:
                 executor.wake.wait(wait)
         elapsed = time.perf_counter() - started
+        if profiler:
+            profiler.disable()
+            profiler.dump_stats(args.cprofile)
+        cpu = time.process_time() - cpu
+        thread_cpu = time.thread_time() - thread_cpu
+        server_cpu = _cpu(backend) - server_cpu
         from django.db import connections
 
         connections.close_all()
@@ -72,7 +97,20 @@ def main(argv: list[str] | None = None) -> int:
         f"{executor_module.GATHER_WINDOW * 1000:g} ms: {recorded / elapsed:,.0f} runs/s, "
         f"{passes / elapsed:,.0f} passes/s, {recorded / max(passes, 1):.1f} runs recorded per pass"
     )
+    per_pass, per_run = 1000 / max(passes, 1), 1e6 / max(recorded, 1)
+    print(
+        f"CPU per pass: replica {cpu * per_pass:.2f} ms (executor thread "
+        f"{thread_cpu * per_pass:.2f}, slot threads {(cpu - thread_cpu) * per_pass:.2f}), "
+        f"database backend {server_cpu * per_pass:.2f} ms; per run: replica "
+        f"{cpu * per_run:.0f} us, database backend {server_cpu * per_run:.0f} us"
+    )
     return 0
+
+
+def _cpu(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 if __name__ == "__main__":
