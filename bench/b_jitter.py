@@ -37,9 +37,8 @@ def _burst(ctx: Context, jitter_s: int) -> dict[str, Any]:
         try:
             due = db_now(conn).replace(microsecond=0) + timedelta(seconds=12)
             cron = f"{due.second} {due.minute} {due.hour} * * *"
-            fixtures.add_cron_schedules(conn, n, cron=cron, next_fire_at=due, prefix="burst")
-            conn.execute(
-                "UPDATE pgsched_schedule SET jitter = make_interval(secs => %s)", (jitter_s,)
+            fixtures.add_cron_schedules(
+                conn, n, cron=cron, next_fire_at=due, prefix="burst", jitter_s=jitter_s
             )
             conn.execute("ANALYZE pgsched_schedule")
 
@@ -69,9 +68,11 @@ def _burst(ctx: Context, jitter_s: int) -> dict[str, Any]:
             )
         }
         ms, unstarted = lateness_ms(conn, due, due + timedelta(seconds=jitter_s + 1))
-        spread = conn.execute(
-            "SELECT extract(epoch FROM max(fire_after) - min(fire_after)) FROM pgsched_job_run"
-        ).fetchone()
+        spread, planned = conn.execute(
+            "SELECT extract(epoch FROM max(fire_after) - min(fire_after)),"
+            "       extract(epoch FROM max(created_at) - %s) FROM pgsched_job_run",
+            (due,),
+        ).fetchone() or (None, None)
     last = max(per_second) if per_second else None
     return {
         **_distribution(ms),
@@ -80,7 +81,9 @@ def _burst(ctx: Context, jitter_s: int) -> dict[str, Any]:
         "peak_claims_per_second": max(per_second.values(), default=0),
         "all_started_after_s": (last + 1) if last is not None and len(ms) == n else None,
         "not_started": unstarted,
-        "fire_after_spread_s": float(spread[0]) if spread and spread[0] is not None else None,
+        "fire_after_spread_s": float(spread) if spread is not None else None,
+        "planned_after_s": float(planned) if planned is not None else None,  # < 0: ahead of T
+        "first_claim_s": min(per_second, default=None),
         "load": load(),
     }
 

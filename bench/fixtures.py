@@ -59,18 +59,26 @@ def add_cron_schedules(
     next_fire_at: datetime | str,
     job: str = "tests.noop",
     prefix: str = "bench",
+    jitter_s: float = 0,
 ) -> None:
     """``count`` active cron schedules of ``job`` whose next occurrence is ``next_fire_at``."""
     conn.execute(
         """
         INSERT INTO pgsched_schedule
                (name, job, kwargs, cron, status, next_fire_at, misfire_policy, catch_up_limit,
-                skipped_occurrences, source, last_error, updated_at)
+                skipped_occurrences, source, last_error, updated_at, jitter)
         SELECT %(prefix)s || '-' || g, %(job)s, '{}', %(cron)s, 'active', %(next)s::timestamptz,
-               'latest', 10, 0, 'database', '', now()
+               'latest', 10, 0, 'database', '', now(), make_interval(secs => %(jitter)s)
           FROM generate_series(1, %(count)s::int) g
         """,
-        {"prefix": prefix, "job": job, "cron": cron, "next": next_fire_at, "count": count},
+        {
+            "prefix": prefix,
+            "job": job,
+            "cron": cron,
+            "next": next_fire_at,
+            "count": count,
+            "jitter": jitter_s,
+        },
     )
 
 

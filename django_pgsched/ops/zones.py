@@ -6,13 +6,18 @@ of the replica that planned it last; if the new rules move the next local time
 to another instant, the stored value is stale, and an occurrence moved
 *earlier* would be skipped without a trace (the planner claims a schedule only
 when its stored ``next_fire_at`` is due). ``runscheduler`` therefore calls
-:func:`recheck_zoned_schedules` at start: for every active zoned cron schedule
+:func:`recheck_zoned_schedules` at start. For every active zoned cron schedule
 whose ``next_fire_at`` lies beyond the planner's horizon (``now`` plus the
-lookahead, so nothing in it has been decided yet), it is set to the first
-occurrence after that horizon under this replica's rules. Under unchanged rules
-that is the stored value itself, so the pass writes nothing. Overdue schedules
-are left to the planner, which reads their occurrences with the new rules from
-the stored point on. Runs already planned are never touched.
+lookahead, so nothing from there on has been decided yet) and is **not an
+occurrence under this replica's rules**, it is moved *earlier*, to the first
+occurrence after the horizon (or the first transition whose skipped times must
+be counted, if that comes first). It is never moved later, and a stored time
+that is still an occurrence is kept, so an explicitly set later start stays
+(the price: should new rules add an occurrence before a stored time that is
+still valid, that one occurrence does not run). Under unchanged rules the pass
+writes nothing. Overdue schedules are left to the planner, which reads their
+occurrences with the new rules from the stored point on. Runs already planned
+are never touched.
 """
 
 from __future__ import annotations
@@ -54,12 +59,18 @@ def recheck_zoned_schedules(
         )
         for schedule in rows:
             result.checked += 1
+            old = schedule.next_fire_at
             try:
-                expected = schedule.get_timetable().next_after(horizon)
+                table = schedule.get_timetable()
+                if old is None or table.contains(old):
+                    continue
+                expected = table.next_after(horizon)
+                gaps = table.gap_skips(horizon, old)
             except timetable.TimetableError:
                 continue  # the planner marks it broken when it comes due
-            old = schedule.next_fire_at
-            if old is None or expected == old:
+            if gaps:  # count a gap's skipped times from its transition on
+                expected = min(expected, gaps[0].transition)
+            if expected >= old:
                 continue
             Schedule.objects.using(alias).filter(pk=schedule.pk).update(next_fire_at=expected)
             result.retimed[schedule.name] = (old, expected)

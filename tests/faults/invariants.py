@@ -28,7 +28,7 @@ from typing import Any
 
 import psycopg
 
-from django_pgsched.timing import timetable
+from django_pgsched.timing import timetable, zoned
 
 TERMINAL = ("succeeded", "failed", "cancelled")
 UNIQUE_INDEX = "pgsched_one_run_per_occurrence"
@@ -128,11 +128,20 @@ def baseline(conn: psycopg.Connection[Any]) -> dict[int, Baseline]:
     }
 
 
-def lattice(cron: str | None, interval: timedelta | None, anchor: datetime | None) -> Any:
+def lattice(
+    cron: str | None,
+    interval: timedelta | None,
+    anchor: datetime | None,
+    zone: tuple[str, str, str] = ("UTC", "shift", "first"),
+) -> Any:
+    """A schedule's timetable; ``zone`` is (timezone, dst_gap, dst_fold)."""
     if cron:
-        return timetable.cron(cron)
+        return zoned.cron(cron, *zone)
     assert interval is not None and anchor is not None
     return timetable.interval(interval, anchor)
+
+
+ZONE = "timezone, dst_gap, dst_fold"  # the columns of ``zone`` above, for the SELECTs
 
 
 # -- the safety set -------------------------------------------------------------------
@@ -214,17 +223,20 @@ def check_no_lost(
         runs[schedule_id].append(scheduled_for)
     schedules = _rows(
         conn,
-        'SELECT id, name, cron, "interval", anchor, next_fire_at, skipped_occurrences, status '
-        "FROM pgsched_schedule ORDER BY id",
+        'SELECT id, name, cron, "interval", anchor, next_fire_at, skipped_occurrences, status, '
+        f"{ZONE} FROM pgsched_schedule ORDER BY id",
     )
-    for sid, name, cron, every, anchor, nfa, skipped, status in schedules:
+    for sid, name, cron, every, anchor, nfa, skipped, status, *zone in schedules:
         base = baselines.get(sid)
         if base is None or status != "active":
             continue
         if nfa is None:
             out.append(Violation("I2", f"schedule {name} is active with no next_fire_at"))
             continue
-        expected = lattice(cron, every, anchor).count(base.start, nfa)
+        table = lattice(cron, every, anchor, tuple(zone))  # type: ignore[arg-type]
+        # every occurrence, and every wall-clock time a clock change skipped (dst_gap)
+        expected = table.count(base.start, nfa)
+        expected += sum(g.count for g in table.gap_skips(base.start, nfa))
         mine = runs.get(sid, [])
         inside = len({t for t in mine if base.start <= t < nfa})  # duplicates are I1's
         beyond = [t for t in mine if t >= nfa]
@@ -443,15 +455,15 @@ def check_canonical(conn: psycopg.Connection[Any]) -> list[Violation]:
     out = []
     rows = _rows(
         conn,
-        """SELECT r.id, r.scheduled_for, s.name, s.cron, s."interval", s.anchor
+        f"""SELECT r.id, r.scheduled_for, s.name, s.cron, s."interval", s.anchor, {ZONE}
              FROM pgsched_job_run r JOIN pgsched_schedule s ON s.id = r.schedule_id""",
     )
     cache: dict[tuple[Any, ...], Any] = {}
-    for run_id, scheduled_for, name, cron, every, anchor in rows:
-        key = (cron, every, anchor)
+    for run_id, scheduled_for, name, cron, every, anchor, *zone in rows:
+        key = (cron, every, anchor, *zone)
         if key not in cache:
             try:
-                cache[key] = lattice(cron, every, anchor)
+                cache[key] = lattice(cron, every, anchor, tuple(zone))  # type: ignore[arg-type]
             except timetable.TimetableError:
                 cache[key] = None
         table = cache[key]
@@ -549,13 +561,13 @@ def check_policy(
     """I7: per schedule, exactly the policy's split of the missed occurrences."""
     out = []
     for sid, expect in sorted(expectations.items()):
-        ((name, cron, every, anchor, skipped),) = _rows(
+        ((name, cron, every, anchor, skipped, *zone),) = _rows(
             conn,
-            'SELECT name, cron, "interval", anchor, skipped_occurrences FROM pgsched_schedule '
-            "WHERE id = %s",
+            f'SELECT name, cron, "interval", anchor, skipped_occurrences, {ZONE} '
+            "FROM pgsched_schedule WHERE id = %s",
             [sid],
         )
-        table = lattice(cron, every, anchor)
+        table = lattice(cron, every, anchor, tuple(zone))  # type: ignore[arg-type]
         wanted = table.latest(expect.start, expect.missed_end, expect.runs)
         got = [
             t

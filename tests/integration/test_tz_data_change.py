@@ -99,3 +99,31 @@ def test_without_the_recheck_the_first_day_under_new_rules_is_lost(make_schedule
     plan_through(s, "2030-01-01 07:00:00", "2030-01-01 08:00:00", "2030-01-02 07:00:00")
     assert runs_of(s) == ["12-31 08:00", "01-02 07:00"]  # 2030-01-01 never ran
     assert s.skipped_occurrences == 0  # ... and nothing says so
+
+
+def test_recheck_never_moves_a_start_later_nor_over_a_gap(make_schedule):
+    """A later start that is an occurrence stays; a stale time before a gap moves to it."""
+    later = make_schedule(
+        cron="0 9 * * *", timezone="Europe/Berlin", next_fire_at=at("2026-03-20 08:00:00")
+    )  # an explicit start a week ahead, at 09:00 CET: still an occurrence, kept
+    kept = make_schedule(
+        cron="*/30 * 2 * * *",
+        timezone="Europe/Berlin",
+        dst_gap="skip",
+        next_fire_at=at("2026-03-29 00:59:27"),
+    )  # not an occurrence, but nothing (no occurrence, no gap) lies before it: kept
+    stale = make_schedule(
+        cron="*/30 * 2 * * *",
+        timezone="Europe/Berlin",
+        dst_gap="skip",
+        next_fire_at=at("2026-03-29 03:00:00"),
+    )  # not an occurrence, and the 01:00Z gap lies before it: moved to the transition
+    result = recheck_zoned_schedules(now=at("2026-03-29 00:59:00"))
+    assert result.retimed == {stale.name: (at("2026-03-29 03:00:00"), at("2026-03-29 01:00:00"))}
+    for s in (later, kept):
+        before = s.next_fire_at
+        s.refresh_from_db()
+        assert s.next_fire_at == before
+    Planner().run_once(now=at("2026-03-29 01:00:00"))
+    stale.refresh_from_db()
+    assert stale.skipped_occurrences == 120  # the gap's times, counted
