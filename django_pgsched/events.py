@@ -12,7 +12,8 @@ from django.dispatch import Signal
 
 #: A planner batch committed. ``created``: {(queue, job, kind): runs inserted};
 #: ``skipped``: {(queue, job, kind, policy): occurrences discarded};
-#: ``broken``: ids of schedules marked broken.
+#: ``broken``: ids of schedules marked broken; ``ledgered``: {(queue, job, kind,
+#: reason): occurrences recorded in the ledger of occurrences that did not run}.
 occurrences_planned = Signal()
 
 #: An attempt finished and its outcome committed. Arguments: ``run_id``, ``job``,

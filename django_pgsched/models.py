@@ -57,6 +57,7 @@ __all__ = [
     "Schedule",
     "ScheduleChange",
     "ScheduleStatus",
+    "SkippedRange",
     "db_now",
 ]
 
@@ -766,3 +767,4 @@ class Replica(models.Model):
 # Models of the capabilities' rooms, imported here so that Django registers them.
 from .audit.models import ChangeAction, ScheduleChange  # noqa: E402
 from .delivery.models import Breaker, BreakerState  # noqa: E402
+from .ledger.models import SkippedRange  # noqa: E402

@@ -60,6 +60,41 @@ class AttemptStatus(models.TextChoices):
     DEFERRED = "deferred", "deferred (try again later)"
 
 
+class SkipReason(models.TextChoices):
+    """Why occurrences did not run: the reasons of the ledger (``SkippedRange.reason``)."""
+
+    MISFIRE_SKIP = "misfire_skip", "missed: later than the grace, policy skip"
+    MISFIRE_LATEST = "misfire_latest", "missed: policy latest ran only the most recent"
+    CATCH_UP_LIMIT = "catch_up_limit", "missed: beyond the catch-up limit"
+    DST_GAP = "dst_gap", "its local time did not exist (the clocks went forward)"
+    PAUSED = "paused", "the schedule was paused"
+    BROKEN = "broken", "the schedule was broken"
+    OVERLAP = "overlap", "the previous run had not finished (overlap policy)"
+    DEADLINE = "deadline", "not started by its start deadline (the run is missed)"
+
+
+#: The reasons the planner decides as it advances ``next_fire_at``, and that
+#: ``Schedule.skipped_occurrences`` and ``pgsched_schedule_skipped_occurrences_total``
+#: count: for these, the counter equals the sum of the ledger's ranges.
+COUNTED_REASONS: tuple[SkipReason, ...] = (
+    SkipReason.MISFIRE_SKIP,
+    SkipReason.MISFIRE_LATEST,
+    SkipReason.CATCH_UP_LIMIT,
+    SkipReason.DST_GAP,
+)
+#: The ledger reason of each misfire policy's discarded occurrences.
+MISFIRE_REASONS: dict[str, SkipReason] = {
+    MisfirePolicy.SKIP: SkipReason.MISFIRE_SKIP,
+    MisfirePolicy.LATEST: SkipReason.MISFIRE_LATEST,
+    MisfirePolicy.CATCH_UP: SkipReason.CATCH_UP_LIMIT,
+}
+#: What a stopped schedule's unplanned occurrences are recorded as once it is active again.
+STOPPED_REASONS: dict[str, SkipReason] = {
+    ScheduleStatus.PAUSED: SkipReason.PAUSED,
+    ScheduleStatus.BROKEN: SkipReason.BROKEN,
+}
+
+
 #: Runs an executor may claim once due (``pgsched_run_claimable_idx``).
 CLAIMABLE_STATUSES: tuple[RunStatus, ...] = (RunStatus.PENDING, RunStatus.RETRYING)
 #: Runs that are over: they never change again (retention deletes them).

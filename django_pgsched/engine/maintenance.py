@@ -6,7 +6,8 @@
 - :class:`Retention`: terminal runs (and their attempts) scheduled and
   finished more than ``PGSCHED['RETENTION']`` ago are deleted in bounded
   batches, oldest scheduled first (a range of ``pgsched_run_recent_idx``);
-  then, the same way, the history beside them (the schedule audit trail).
+  then, the same way, the history beside them (the schedule audit trail and
+  the ledger's ranges of occurrences that did not run).
 
 Neither is a scheduled job of the system itself, so neither can stall behind
 the work it is meant to recover.
@@ -95,11 +96,11 @@ class Reaper:
 class RetentionResult:
     deleted: int = 0  # runs
     batches: int = 0  # of runs
-    history: int = 0  # rows of the schedule audit trail
+    history: int = 0  # rows of the schedule audit trail and the ledger
 
 
 # The history kept beside the runs, deleted at the same age (one named statement each).
-HISTORY_STATEMENTS = (queries.RETENTION_DELETE_CHANGES,)
+HISTORY_STATEMENTS = (queries.RETENTION_DELETE_CHANGES, queries.RETENTION_DELETE_RANGES)
 
 
 class Retention:

@@ -8,8 +8,10 @@ One :meth:`Planner.run_once` is one short transaction:
    (pure Python, memoised per distinct lattice and from-time);
 3. in one statement, insert the runs with ``ON CONFLICT DO NOTHING`` against
    the unique ``(schedule_id, scheduled_for)`` index, advance ``next_fire_at``,
-   add the discarded occurrences to ``skipped_occurrences``, and NOTIFY the
-   executors once.
+   add the discarded occurrences to ``skipped_occurrences``, record them in the
+   ledger (``pgsched_skipped_range``, with their reason; and the occurrences a
+   paused or broken schedule did not plan, once it is active again), and
+   NOTIFY the executors once.
 
 A crash anywhere rolls the whole pass back: the schedule keeps its old
 ``next_fire_at`` and the next planner picks it up. A schedule whose definition
@@ -23,7 +25,7 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import DatabaseError, transaction
@@ -33,10 +35,13 @@ from .. import events
 from ..conf import Settings, get_settings
 from ..limits import LAST_FIRE_TIME, MAX_RUNS_PER_SCHEDULE
 from ..registry import JobDefaults, job_defaults
+from ..statuses import STOPPED_REASONS, SkipReason
 from ..timing import jitter, timetable, zoned
 from . import db, failpoints, queries
-from .policies import Decision, decide
+from .policies import Decision, Skipped, decide, span
 from .rows import DueSchedule
+
+_EPOCH = datetime(1, 1, 2, tzinfo=UTC)  # before every occurrence
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +59,8 @@ class PlanResult:
     broken: tuple[int, ...] = ()  # schedules marked broken
     created_by: dict[tuple[str, str, str], int] = field(default_factory=dict)
     skipped_by: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
+    # occurrences recorded in the ledger, by (queue, job, kind, reason)
+    ledgered_by: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
     batch_full: bool = False  # more may be due right now: plan again without sleeping
 
 
@@ -65,6 +72,7 @@ class _Row:
     id: int
     decision: Decision | None = None
     lattice: timetable.Timetable | None = None
+    spans: tuple[Skipped, ...] = ()  # the ledger's new ranges: the decision's, and unplanned ones
     error: str = ""
 
     @property
@@ -98,6 +106,7 @@ class Planner:
                 created=result.created_by,
                 skipped=result.skipped_by,
                 broken=result.broken,
+                ledgered=result.ledgered_by,
             )
         events.loop_ticked.send(sender=type(self), loop="planner", db_now=result.db_now)
         return result
@@ -118,6 +127,8 @@ class Planner:
         memo: dict[tuple[Any, ...], tuple[timetable.Timetable, Decision]] = {}
         for row in rows:
             self._decide(row, db_now, memo)
+            if row.decision is not None:
+                self._unplanned(row, db_now)
 
         try:
             with transaction.atomic(using=self.using):  # a savepoint: isolate a bad row below
@@ -179,9 +190,36 @@ class Planner:
                     raise ValueError(f"next occurrence {decision.next_fire_at} is out of range")
                 memoised = memo[key] = (lattice, decision)
             row.lattice, row.decision = memoised
+            row.spans = row.decision.spans
         except (timetable.TimetableError, ValueError, OverflowError, TypeError) as exc:
             row.error = f"cannot compute occurrences: {exc}"[:2000]
             logger.error("schedule %s (%s) is broken: %s", row.id, row.schedule.name, row.error)
+
+    def _unplanned(self, row: _Row, db_now: datetime) -> None:
+        """A stopped schedule active again: its unplanned occurrences join the ledger.
+
+        They run from where it stopped to the first occurrence this pass
+        decides (its ``next_fire_at``, or the first one after now).
+        """
+        due, lattice = row.schedule, row.lattice
+        if due.unplanned_from is None or due.unplanned_reason is None or lattice is None:
+            return
+        try:
+            resumed = due.next_fire_at or lattice.next_after(db_now)
+            reason = STOPPED_REASONS[due.unplanned_reason]
+            stopped = span(lattice, due.unplanned_from, resumed, reason)
+        except (timetable.TimetableError, ValueError, OverflowError, KeyError) as exc:
+            logger.warning("schedule %s: unplanned occurrences not recorded: %s", row.id, exc)
+            return
+        if stopped is not None:
+            row.spans = (stopped, *row.spans)
+
+    def _previous(self, row: _Row, s: Skipped) -> datetime | None:
+        """The occurrence before span ``s``: a range ending there may be extended."""
+        if row.lattice is None or s.reason == SkipReason.DST_GAP:
+            return None  # a gap's times never existed: it never extends a range
+        found = row.lattice.latest(_EPOCH, s.first, 1)
+        return found[0] if found else None
 
     def _defaults(self, job: str) -> JobDefaults:
         return job_defaults(job, self.settings)
@@ -203,11 +241,13 @@ class Planner:
             run_ids: list[int] = []
             run_times: list[datetime] = []
             run_fire_after: list[datetime] = []
+            spans: list[tuple[int, Skipped, datetime | None]] = []
             for row in planned:
                 runs = row.decision.runs  # type: ignore[union-attr]
                 run_ids.extend([row.id] * len(runs))
                 run_times.extend(runs)
                 run_fire_after.extend(_fire_after(row, runs))
+                spans.extend((row.id, s, self._previous(row, s)) for s in row.spans)
             params = {
                 "job_names": jobs,
                 "job_queues": [d.queue for d in defaults],
@@ -226,6 +266,12 @@ class Planner:
                 "run_schedule_ids": run_ids,
                 "run_times": run_times,
                 "run_fire_after": run_fire_after,
+                "span_schedule_ids": [sid for sid, _, _ in spans],
+                "span_first": [s.first for _, s, _ in spans],
+                "span_last": [s.last for _, s, _ in spans],
+                "span_count": [s.count for _, s, _ in spans],
+                "span_reason": [s.reason for _, s, _ in spans],
+                "span_previous": [previous for _, _, previous in spans],
             }
             (applied,) = db.fetch(conn, queries.PLANNER_APPLY, params)
             inserted = applied.inserted
@@ -244,6 +290,7 @@ class Planner:
             row = by_id[schedule_id]
             created_by[(self._queue(row), row.schedule.job, row.kind)] += 1
         skipped_by: Counter[tuple[str, str, str, str]] = Counter()
+        ledgered_by: Counter[tuple[str, str, str, str]] = Counter()
         for row in rows:
             if row.decision and row.decision.skipped:
                 key = (self._queue(row), row.schedule.job, row.kind, row.schedule.misfire_policy)
@@ -251,6 +298,8 @@ class Planner:
             if row.decision and row.decision.gap_skips:
                 key = (self._queue(row), row.schedule.job, row.kind, GAP_REASON)
                 skipped_by[key] += row.decision.gap_skipped
+            for s in row.spans if row.decision else ():
+                ledgered_by[(self._queue(row), row.schedule.job, row.kind, s.reason)] += s.count
         return PlanResult(
             db_now=db_now,
             schedules=len(rows),
@@ -259,6 +308,7 @@ class Planner:
             broken=tuple(row.id for row in rows if row.decision is None),
             created_by=dict(created_by),
             skipped_by=dict(skipped_by),
+            ledgered_by=dict(ledgered_by),
             batch_full=len(rows) >= self.batch,
         )
 

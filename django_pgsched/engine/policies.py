@@ -22,11 +22,27 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ..statuses import MisfirePolicy
+from ..statuses import COUNTED_REASONS, MISFIRE_REASONS, MisfirePolicy, SkipReason
 from ..timing.timetable import GapSkip, Timetable
 
 SECOND = timedelta(seconds=1)
 POLICIES: tuple[str, ...] = tuple(MisfirePolicy.values)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Occurrences that do not run, for one reason: the ledger's unit (a ``SkippedRange``).
+
+    Every occurrence of the timetable from ``first`` to ``last`` (inclusive),
+    ``count`` of them. ``reason`` is a :class:`~django_pgsched.statuses.SkipReason`.
+    (``dst_gap``: local times that never existed; ``first`` and ``last`` are the
+    instants they would have had, see :class:`~django_pgsched.timing.timetable.GapSkip`.)
+    """
+
+    first: datetime
+    last: datetime
+    count: int
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -38,10 +54,27 @@ class Decision:
     next_fire_at: datetime  # first occurrence not yet decided
     # wall-clock times a zone's clocks skipped in the decided range (dst_gap), not runs
     gap_skips: tuple[GapSkip, ...] = ()
+    # what did not run, and why: the ledger's new ranges (the misfire span, the gaps)
+    spans: tuple[Skipped, ...] = ()
 
     @property
     def gap_skipped(self) -> int:
         return sum(g.count for g in self.gap_skips)
+
+
+def span(lattice: Timetable, start: datetime, end: datetime, reason: str) -> Skipped | None:
+    """The occurrences in ``[start, end)`` as one span (None if there are none)."""
+    count = lattice.count(start, end) if end > start else 0
+    if count == 0:
+        return None
+    first = next(iter(lattice.occurrences(start, end)))
+    (last,) = lattice.latest(start, end, 1)
+    return Skipped(first, last, count, reason)
+
+
+def counted(spans: tuple[Skipped, ...]) -> int:
+    """Occurrences of ``spans`` that ``skipped_occurrences`` counts."""
+    return sum(s.count for s in spans if s.reason in COUNTED_REASONS)
 
 
 def floor_second(t: datetime) -> datetime:
@@ -74,6 +107,10 @@ def decide(
     schedule, those after ``now``), so consecutive passes cover time exactly
     once; the wall-clock times a zone's clocks skipped in that range
     (``dst_gap``) come back in ``gap_skips``, counted at the transition.
+
+    What does not run comes back in ``spans`` for the ledger: the discarded
+    missed occurrences as one span (they are the oldest missed ones, so they
+    are consecutive) with the policy's reason, and each gap as a ``dst_gap`` span.
     """
     decision = _decide(
         lattice,
@@ -89,7 +126,14 @@ def decide(
     gaps = lattice.gap_skips(start, decision.next_fire_at)
     if not gaps:
         return decision
-    return Decision(decision.runs, decision.skipped, decision.next_fire_at, tuple(gaps))
+    gap_spans = tuple(Skipped(g.first, g.last, g.count, SkipReason.DST_GAP) for g in gaps)
+    return Decision(
+        decision.runs,
+        decision.skipped,
+        decision.next_fire_at,
+        tuple(gaps),
+        (*decision.spans, *gap_spans),
+    )
 
 
 def _decide(
@@ -123,6 +167,8 @@ def _decide(
     else:
         kept = lattice.latest(start, missed_end, catch_up_limit)
     skipped = missed - len(kept)
+    discarded = span(lattice, start, kept[0] if kept else missed_end, MISFIRE_REASONS[policy])
+    spans = (discarded,) if skipped and discarded is not None else ()
 
     runs = kept
     budget = max_runs - len(runs)
@@ -130,14 +176,14 @@ def _decide(
     if budget > 0:
         for t in lattice.occurrences(on_time_start, end):
             if budget == 0:
-                return Decision(tuple(runs), skipped, t)
+                return Decision(tuple(runs), skipped, t, spans=spans)
             runs.append(t)
             budget -= 1
     elif on_time_start < end:
         following = lattice.next_after(on_time_start - SECOND)
         if following < end:
-            return Decision(tuple(runs), skipped, following)
-    return Decision(tuple(runs), skipped, lattice.next_after(end - SECOND))
+            return Decision(tuple(runs), skipped, following, spans=spans)
+    return Decision(tuple(runs), skipped, lattice.next_after(end - SECOND), spans=spans)
 
 
 def retry_delay(attempt: int, *, base: timedelta, cap: timedelta, jitter: float) -> float:

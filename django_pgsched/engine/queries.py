@@ -78,6 +78,7 @@ REAPER_CANDIDATES = Statement("reaper_candidates", rows.ReapCandidate)
 REAPER_REAP = Statement("reaper_reap", rows.ReapedRun)
 RETENTION_DELETE = Command("retention_delete")
 RETENTION_DELETE_CHANGES = Command("retention_delete_changes")
+RETENTION_DELETE_RANGES = Command("retention_delete_ranges")
 CANCEL_RUNS = Statement("cancel_runs", rows.CancelledRun)
 TASK_ENQUEUE = Statement("task_enqueue", rows.TaskEnqueued)
 WAKE_EXECUTORS = Statement("wake_executors", rows.Notified)
@@ -96,6 +97,7 @@ STATEMENTS: tuple[Statement[Any] | Command, ...] = (
     REAPER_REAP,
     RETENTION_DELETE,
     RETENTION_DELETE_CHANGES,
+    RETENTION_DELETE_RANGES,
     CANCEL_RUNS,
     TASK_ENQUEUE,
     WAKE_EXECUTORS,

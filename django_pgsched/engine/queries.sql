@@ -10,13 +10,15 @@
 -- Claim due schedules (ADR guard 1: FOR NO KEY UPDATE SKIP LOCKED, so two
 -- planners take different rows instead of waiting on each other). A NULL
 -- next_fire_at means "new, resumed or re-timed: fire first after now".
+-- unplanned_from: a stopped schedule is active again; the occurrences from there
+-- to the first one this pass plans go into the ledger (paused or broken).
 -- The first row always carries the database time, even when nothing is due.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, statement_timestamp()) AS now
 )
 SELECT clock.now AS db_now, s.id, s.name, s.job, s.cron, s."interval", s.anchor, s.next_fire_at,
        s.misfire_policy, s.catch_up_limit, s.misfire_grace, s.max_attempts, s.timeout, s.queue,
-       s.timezone, s.dst_gap, s.dst_fold, s.jitter
+       s.timezone, s.dst_gap, s.dst_fold, s.jitter, s.unplanned_from, s.unplanned_reason
   FROM clock
   LEFT JOIN LATERAL (
         SELECT *
@@ -32,11 +34,14 @@ SELECT clock.now AS db_now, s.id, s.name, s.job, s.cron, s."interval", s.anchor,
 -- name: planner_apply
 -- One statement per batch: insert the runs (ADR guard 2: the unique index on
 -- (schedule_id, scheduled_for) and ON CONFLICT DO NOTHING), advance every
--- claimed schedule, add the skipped occurrences, and wake the executors once
--- if anything was inserted. A run's queue, attempts and timeout come from its
--- schedule, else from its job's defaults (one row per distinct job). A run's
--- fire_after is its occurrence plus the schedule's deterministic jitter
--- (timing/jitter.py; equal to scheduled_for without jitter).
+-- claimed schedule, add the skipped occurrences, record what did not run in
+-- the ledger, and wake the executors once if anything was inserted. A run's
+-- queue, attempts and timeout come from its schedule, else from its job's
+-- defaults (one row per distinct job). A run's fire_after is its occurrence
+-- plus the schedule's deterministic jitter (timing/jitter.py; equal to
+-- scheduled_for without jitter). A ledger span that starts right after a range
+-- of the same schedule and reason (its "previous" occurrence is that range's
+-- last) extends the range instead of adding a row.
 WITH job_default AS (
     SELECT *
       FROM unnest(%(job_names)b::text[], %(job_queues)b::text[], %(job_attempts)b::smallint[],
@@ -75,10 +80,32 @@ advanced AS (
     UPDATE pgsched_schedule s
        SET next_fire_at = p.next_fire_at,
            last_fire_at = coalesce(p.last_fire_at, s.last_fire_at),
-           skipped_occurrences = s.skipped_occurrences + p.skipped
+           skipped_occurrences = s.skipped_occurrences + p.skipped,
+           unplanned_from = NULL,
+           unplanned_reason = NULL
       FROM plan p
      WHERE s.id = p.id
     RETURNING s.id
+),
+span AS (
+    SELECT *
+      FROM unnest(%(span_schedule_ids)b::bigint[], %(span_first)b::timestamptz[],
+                  %(span_last)b::timestamptz[], %(span_count)b::bigint[],
+                  %(span_reason)b::text[], %(span_previous)b::timestamptz[])
+           WITH ORDINALITY AS k(schedule_id, first, last, count, reason, previous, ord)
+),
+extended AS (
+    UPDATE pgsched_skipped_range r
+       SET last = k.last, count = r.count + k.count
+      FROM span k
+     WHERE r.schedule_id = k.schedule_id AND r.last = k.previous AND r.reason = k.reason
+    RETURNING k.ord
+),
+ledgered AS (
+    INSERT INTO pgsched_skipped_range (schedule_id, first, last, count, reason)
+    SELECT schedule_id, first, last, count, reason
+      FROM span
+     WHERE ord NOT IN (SELECT ord FROM extended)
 )
 SELECT (SELECT count(*) FROM advanced) AS advanced,
        ARRAY(SELECT schedule_id FROM inserted) AS inserted,
@@ -345,6 +372,22 @@ WITH doomed AS MATERIALIZED (
 DELETE FROM pgsched_schedule_change c
  USING doomed d
  WHERE c.id = d.id;
+
+
+-- name: retention_delete_ranges
+-- The ledger's retention, like the runs': one bounded batch of ranges whose
+-- last occurrence is before the cutoff (pgsched_skipped_last_idx).
+WITH doomed AS MATERIALIZED (
+    SELECT id
+      FROM pgsched_skipped_range
+     WHERE last < %(cutoff)s
+     ORDER BY last
+     LIMIT %(batch)s
+       FOR UPDATE SKIP LOCKED
+)
+DELETE FROM pgsched_skipped_range r
+ USING doomed d
+ WHERE r.id = d.id;
 
 
 -- name: cancel_runs

@@ -41,6 +41,8 @@ class DueSchedule(NamedTuple):
     dst_gap: str
     dst_fold: str
     jitter: timedelta
+    unplanned_from: datetime | None
+    unplanned_reason: str | None
 
 
 class Applied(NamedTuple):

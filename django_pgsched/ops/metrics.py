@@ -53,6 +53,13 @@ class Metrics:
             ["queue", "job", "kind", "policy"],
             registry=r,
         )
+        self.ledgered = Counter(
+            "pgsched_schedule_ledger_occurrences",
+            "Occurrences that did not run, by reason, as recorded in the ledger "
+            "(pgsched_skipped_range): misfires, dst_gap, paused, broken, overlap, deadline.",
+            ["queue", "job", "kind", "reason"],
+            registry=r,
+        )
         self.finished = Counter(
             "pgsched_runs_finished",
             "Runs that reached a terminal status.",
@@ -80,12 +87,15 @@ class Metrics:
         sender: object,
         created: dict[tuple[str, str, str], int],
         skipped: dict[tuple[str, str, str, str], int],
+        ledgered: dict[tuple[str, str, str, str], int] | None = None,
         **kwargs: Any,
     ) -> None:
         for created_labels, count in created.items():
             self.occurrences.labels(*created_labels).inc(count)
         for skipped_labels, count in skipped.items():
             self.skipped.labels(*skipped_labels).inc(count)
+        for ledger_labels, count in (ledgered or {}).items():
+            self.ledgered.labels(*ledger_labels).inc(count)
 
     def on_attempt(
         self,

@@ -1,7 +1,7 @@
 """The invariant checker: SQL over the database after (or during) every fault scenario.
 
 Each ``check_*`` function returns a list of :class:`Violation` (empty = the
-promise held). :func:`check` runs the safety set I1–I6, I9, I10 in one
+promise held). :func:`check` runs the safety set I1–I6, I9, I10, I12 in one
 ``REPEATABLE READ`` snapshot, so it may run while replicas are still working:
 the planner inserts runs and advances ``next_fire_at`` in one transaction, so
 "occurrences before ``next_fire_at`` = runs + skipped" holds exactly in every
@@ -28,6 +28,7 @@ from typing import Any
 
 import psycopg
 
+from django_pgsched.ledger import accounting
 from django_pgsched.timing import timetable, zoned
 
 TERMINAL = ("succeeded", "failed", "cancelled")
@@ -76,6 +77,24 @@ END $$;
 DROP TRIGGER IF EXISTS faults_audit ON pgsched_job_run;
 CREATE TRIGGER faults_audit AFTER INSERT OR UPDATE OR DELETE ON pgsched_job_run
     FOR EACH ROW EXECUTE FUNCTION faults_audit();
+-- ledger ranges deleted (by retention, or carved by a backfill), for I12
+CREATE TABLE IF NOT EXISTS faults_range_audit (
+    id bigserial PRIMARY KEY,
+    range_id bigint NOT NULL,
+    schedule_id bigint NOT NULL,
+    first timestamptz NOT NULL, last timestamptz NOT NULL, count bigint NOT NULL,
+    reason text NOT NULL,
+    app text NOT NULL DEFAULT current_setting('application_name')
+);
+CREATE OR REPLACE FUNCTION faults_range_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO faults_range_audit (range_id, schedule_id, first, last, count, reason)
+    VALUES (OLD.id, OLD.schedule_id, OLD.first, OLD.last, OLD.count, OLD.reason);
+    RETURN NULL;
+END $$;
+DROP TRIGGER IF EXISTS faults_range_audit ON pgsched_skipped_range;
+CREATE TRIGGER faults_range_audit AFTER DELETE ON pgsched_skipped_range
+    FOR EACH ROW EXECUTE FUNCTION faults_range_audit();
 """
 
 
@@ -169,6 +188,7 @@ def check(
         violations += check_deliveries(conn, allow_overlap=allow_overlap)
         violations += check_canonical(conn)
         violations += check_bounded(conn, concurrency_by_worker or {}, planner_batch)
+        violations += check_accounting(conn, baselines)
     return violations
 
 
@@ -258,6 +278,87 @@ def check_no_lost(
                 )
             )
     return out
+
+
+def check_accounting(
+    conn: psycopg.Connection[Any], baselines: Mapping[int, Baseline]
+) -> list[Violation]:
+    """I12: every occurrence since the baseline is exactly one of {a run, a ledger point}.
+
+    Per schedule, over ``[baseline, decided)`` where ``decided`` is the first
+    occurrence not decided yet: its ``next_fire_at``, or where it stopped if it
+    is paused, broken, or active again but not yet planned (``unplanned_from``:
+    those are recorded at its next pass). A ``missed`` run is also a point of a
+    ``deadline`` range (checked both ways); ranges must be pure and disjoint;
+    ``skipped_occurrences`` grew by exactly the counted reasons' new ranges.
+    """
+    out = []
+    schedules = _rows(
+        conn,
+        'SELECT id, name, cron, "interval", anchor, next_fire_at, unplanned_from, '
+        "skipped_occurrences, timezone, dst_gap, dst_fold FROM pgsched_schedule ORDER BY id",
+    )
+    # runs, and the finished ones retention deleted (a pending run deleted was
+    # overlapped: its occurrence is in the ledger now)
+    runs: dict[int, dict[datetime, str]] = defaultdict(dict)
+    for sid, scheduled_for, status in _rows(
+        conn,
+        """SELECT schedule_id, scheduled_for, status FROM pgsched_job_run
+            WHERE schedule_id = ANY(%(ids)s)
+           UNION ALL
+           SELECT schedule_id, scheduled_for, old_status FROM faults_run_audit
+            WHERE op = 'delete' AND schedule_id = ANY(%(ids)s) AND old_status <> 'pending'""",
+        {"ids": list(baselines)},
+    ):
+        runs[sid][scheduled_for] = status
+    # ranges, and the ones retention (the maintenance loop) deleted; a range a
+    # backfill carved up is gone for good (its pieces are live)
+    ranges: dict[int, list[accounting.Range]] = defaultdict(list)
+    for sid, first, last, count, reason in _rows(
+        conn,
+        """SELECT schedule_id, first, last, count, reason FROM pgsched_skipped_range
+            WHERE schedule_id = ANY(%(ids)s)
+           UNION ALL
+           SELECT schedule_id, first, last, count, reason FROM faults_range_audit
+            WHERE schedule_id = ANY(%(ids)s) AND app LIKE 'pgsched maintenance %%'""",
+        {"ids": list(baselines)},
+    ):
+        ranges[sid].append(accounting.Range(first, last, count, reason))
+    totals = {"occurrences": 0, "runs": 0, "ledgered": 0}
+    for sid, name, cron, every, anchor, nfa, unplanned, skipped, *zone in schedules:
+        base = baselines.get(sid)
+        if base is None:
+            continue
+        decided = min((t for t in (nfa, unplanned) if t is not None), default=None)
+        if decided is None:
+            continue
+        try:
+            table = lattice(cron, every, anchor, tuple(zone))  # type: ignore[arg-type]
+        except timetable.TimetableError:
+            continue
+        mine = [r for r in ranges[sid] if r.last >= base.start]
+        report = accounting.check(table, base.start, decided, runs[sid], mine)
+        for problem in report.problems:
+            out.append(Violation("I12", f"schedule {name}: {problem}"))
+        ledger_counted = sum(
+            r.count for r in mine if r.reason in accounting.COUNTED and r.first >= base.start
+        )
+        if skipped - base.skipped != ledger_counted:
+            out.append(
+                Violation(
+                    "I12",
+                    f"schedule {name}: skipped_occurrences grew by {skipped - base.skipped}, "
+                    f"the ledger's counted ranges hold {ledger_counted}",
+                )
+            )
+        for key in totals:
+            totals[key] += getattr(report, key)
+    ACCOUNTED.append(totals)
+    return out
+
+
+#: What each I12 check accounted for (the soaks print the last one).
+ACCOUNTED: list[dict[str, int]] = []
 
 
 def check_terminal(conn: psycopg.Connection[Any]) -> list[Violation]:

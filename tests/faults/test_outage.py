@@ -109,6 +109,20 @@ def test_three_hour_outage_two_replicas_one_killed_mid_catch_up(scenario: Scenar
         "GROUP BY schedule_id) t",
         [n_lo - timedelta(seconds=GRACE)],
     ) <= max(limit for _, limit in POLICIES)
+    # negative control: a ledger range lost, or recorded twice, is exactly I12
+    scenario.sql("CREATE TABLE lost_range AS SELECT * FROM pgsched_skipped_range LIMIT 1")
+    scenario.sql("DELETE FROM pgsched_skipped_range WHERE id = (SELECT id FROM lost_range)")
+    lost = scenario.check()
+    assert lost and {v.invariant for v in lost} == {"I12"}, lost[:5]
+    assert any("neither a run nor in the ledger" in v.detail for v in lost)
+    scenario.sql("INSERT INTO pgsched_skipped_range SELECT * FROM lost_range")
+    scenario.sql(
+        "INSERT INTO pgsched_skipped_range (schedule_id, first, last, count, reason) "
+        "SELECT schedule_id, first, last, count, reason FROM lost_range"
+    )
+    twice = scenario.check()
+    assert twice and {v.invariant for v in twice} == {"I12"}, twice[:5]
+    assert any("ranges overlap" in v.detail for v in twice)
 
 
 def test_three_hour_outage_metrics_equal_the_database(scenario: Scenario) -> None:

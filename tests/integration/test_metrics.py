@@ -72,6 +72,12 @@ def test_skipped_counter_equals_the_database_after_an_outage(db, metrics):
         == s.skipped_occurrences
     )
     assert value(metrics, "pgsched_schedule_occurrences_total", **labels) == JobRun.objects.count()
+    # the ledger's counter moves by the same occurrences, with their reason
+    assert (
+        value(metrics, "pgsched_schedule_ledger_occurrences_total", **labels, reason="misfire_skip")
+        == sum(s.skipped_ranges.values_list("count", flat=True))
+        == 179
+    )
 
 
 def test_run_outcomes_and_reaped_leases_are_counted(db, metrics):

@@ -6,7 +6,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from django_pgsched.engine.policies import ceil_second, decide, floor_second, retry_delay
+from django_pgsched.engine.policies import (
+    Skipped,
+    ceil_second,
+    decide,
+    floor_second,
+    retry_delay,
+    span,
+)
 from django_pgsched.timing import timetable
 
 T = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -101,6 +108,50 @@ def test_max_runs_splits_a_pass_without_double_counting():
     second = plan("catch_up", start=first.next_fire_at, limit=5, lattice=lattice)
     assert second.skipped == 0 and second.runs[0] == first.next_fire_at
     assert len(first.runs) + len(second.runs) + first.skipped == 600 + 6
+
+
+@pytest.mark.parametrize(
+    ("policy", "last", "count", "reason"),
+    [
+        ("skip", T - GRACE - 60 * S, 179, "misfire_skip"),
+        ("latest", T - GRACE - 120 * S, 178, "misfire_latest"),
+        ("catch_up", T - GRACE - 11 * 60 * S, 169, "catch_up_limit"),
+    ],
+)
+def test_the_discarded_occurrences_are_one_span_with_the_policys_reason(
+    policy, last, count, reason
+):
+    d = plan(policy, start=T - timedelta(hours=3))
+    assert d.spans == (Skipped(T - timedelta(hours=3), last, count, reason),)
+    assert sum(s.count for s in d.spans) == d.skipped
+    # the span ends just before the first missed occurrence that still runs
+    assert all(t > last for t in d.runs)
+
+
+def test_a_long_outage_is_one_span_counted_arithmetically():
+    d = plan("skip", start=T - timedelta(days=365), lattice=timetable.cron("* * * * * *"))
+    assert d.spans == (
+        Skipped(T - timedelta(days=365), T - GRACE - S, 365 * 86400 - 60, "misfire_skip"),
+    )
+
+
+def test_nothing_missed_is_no_span():
+    assert plan("skip", start=T).spans == ()
+    assert plan("latest", start=T - 2 * 60 * S).spans == ()  # the one missed occurrence runs
+    assert plan("catch_up", start=None).spans == ()
+
+
+def test_a_split_pass_puts_its_span_in_the_first_part_only():
+    lattice = timetable.cron("* * * * * *")
+    first = plan("catch_up", start=T - timedelta(minutes=10), limit=5, lattice=lattice, max_runs=20)
+    second = plan("catch_up", start=first.next_fire_at, limit=5, lattice=lattice)
+    assert [s.count for s in first.spans] == [535] and second.spans == ()
+
+
+def test_span_of_an_empty_range_is_none():
+    assert span(EVERY_MINUTE, T + S, T + 59 * S, "paused") is None
+    assert span(EVERY_MINUTE, T, T - S, "paused") is None
+    assert span(EVERY_MINUTE, T - S, T + S, "paused") == Skipped(T, T, 1, "paused")
 
 
 def test_interval_lattice():
