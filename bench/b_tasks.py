@@ -14,6 +14,11 @@ Two measurements per cell, each on a fresh, settled table:
 Like concurrency: ``runscheduler --loops executor --concurrency C`` (one
 process, C slots) against C ``db_worker`` processes (django-tasks-db runs one
 task at a time per process). Cells run interleaved within a repetition.
+
+And what priority costs the claim (``pgsched_run_claim_order_idx``): the
+executor's no-op throughput (``b_executor``'s measure, concurrency 8) over a
+backlog of due runs at priority 0, with and without 100,000 runs of priority 10
+deferred by a day in front of them in the index.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import fixtures
+from . import b_executor, fixtures
 from .context import Context, wait_until
 from .machine import load
 from .procs import Proc, django_env, replica
@@ -166,6 +171,40 @@ def drain(ctx: Context, cell: Cell) -> dict[str, Any]:
     return {"rate": count / seconds if seconds else None, "completed": count, "seconds": seconds}
 
 
+CLAIM_COST_CONCURRENCY = 8
+
+
+def claim_cost(ctx: Context, deferred: int) -> dict[str, Any]:
+    """Executor throughput over due priority-0 runs, with ``deferred`` priority-10 runs waiting."""
+    p = ctx.profile
+    count = 40_000  # never drained within the window at this concurrency
+    with ctx.connect() as conn:
+        fixtures.reset(conn)
+        fixtures.add_pending_runs(conn, count)
+        if deferred:
+            fixtures.add_deferred_runs(conn, deferred, priority=10)
+        fixtures.settle(conn, "pgsched_job_run", "pgsched_attempt")
+    proc = replica(
+        ctx.dsn, ctx.log(f"claim-{deferred}"), loops="executor", concurrency=CLAIM_COST_CONCURRENCY
+    )
+    with ctx.connect() as conn:
+        try:
+            result = b_executor.measure(
+                ctx,
+                proc,
+                conn,
+                done=b_executor.OURS_DONE,
+                any_done=b_executor.OURS_ANY,
+                pending="SELECT EXISTS (SELECT 1 FROM pgsched_job_run WHERE status = 'pending'"
+                " AND fire_after < now())",
+                warm=p.exec_warm,
+                window=p.exec_window,
+            )
+        finally:
+            proc.stop()
+    return result
+
+
 def run(ctx: Context, only: Callable[[str], bool] = lambda key: True) -> dict[str, Any]:
     ctx.fresh_database()
     ctx.cluster.create_database(DTDB_DB)
@@ -186,7 +225,25 @@ def run(ctx: Context, only: Callable[[str], bool] = lambda key: True) -> dict[st
                         f" p99 {result['enqueue_ms']['p99']:.2f} ms"
                     )
                 ctx.say(f"tasks rep {rep + 1}: {cell.label}: {kind} {result['rate']:.0f}/s{extra}")
+    claims: dict[str, list[dict[str, Any]]] = {"plain": [], "deferred": []}
+    if only("claim"):
+        for rep in range(ctx.profile.tasks_reps):
+            for key, deferred in (("plain", 0), ("deferred", ctx.profile.tasks_deferred)):
+                result = claim_cost(ctx, deferred)
+                claims[key].append(result)
+                ctx.say(f"claim cost rep {rep + 1}: {key}: {result['rate']:.0f} runs/s")
     out: dict[str, Any] = {"cells": {}, "ratios": {}}
+    if claims["plain"]:
+        out["claim_cost"] = {
+            "concurrency": CLAIM_COST_CONCURRENCY,
+            "deferred": ctx.profile.tasks_deferred,
+            "plain": summary([r["rate"] for r in claims["plain"]]),
+            "deferred_ahead": summary([r["rate"] for r in claims["deferred"]]),
+            "ratio": ratios(
+                [r["rate"] for r in claims["deferred"]], [r["rate"] for r in claims["plain"]]
+            ),
+            "reps": claims,
+        }
     for cell in todo:
         pipe, dr = reps[cell.key]["pipeline"], reps[cell.key]["drain"]
         out["cells"][cell.key] = {

@@ -51,6 +51,25 @@ def add_pending_runs(conn: psycopg.Connection[Any], count: int, job: str = "test
     )
 
 
+def add_deferred_runs(
+    conn: psycopg.Connection[Any], count: int, *, priority: int, job: str = "tests.noop"
+) -> None:
+    """``count`` one-off runs of ``job`` at ``priority``, claimable but due only in a day."""
+    conn.execute(
+        """
+        INSERT INTO pgsched_job_run
+               (scheduled_for, idempotency_key, job, kwargs, queue, status, fire_after,
+                attempts, max_attempts, timeout, note, priority)
+        SELECT date_trunc('second', now()) + interval '1 day',
+               'bench:deferred:' || g, %(job)s, '{}', 'default', 'pending',
+               now() + interval '1 day' + g * interval '1 microsecond',
+               0, 3, interval '5 minutes', '', %(priority)s
+          FROM generate_series(1, %(count)s::int) g
+        """,
+        {"job": job, "count": count, "priority": priority},
+    )
+
+
 def add_cron_schedules(
     conn: psycopg.Connection[Any],
     count: int,

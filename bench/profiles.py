@@ -57,6 +57,7 @@ class Profile:
     tasks_producer_threads: int = 8
     tasks_reps: int = 2
     tasks_startup: float = 3.0  # seconds for the workers to come up before the producer starts
+    tasks_deferred: int = 100_000  # deferred higher-priority runs in the claim cost cell
 
     fsync_test: bool = False
     extra: dict[str, Any] = field(default_factory=dict)

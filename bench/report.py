@@ -229,6 +229,16 @@ def _tasks_extra(bench: dict[str, Any]) -> list[str]:
             f"| {_n(cell['enqueue_p50_ms'], 2)} ms | {_n(cell['enqueue_p99_ms'], 2)} ms "
             f"| {_n(cell['worker_cpu_per_task_ms'], 2)} ms |"
         )
+    cost = bench.get("claim_cost")
+    if cost:
+        lines += [
+            "",
+            f"Claim cost of priority (concurrency {cost['concurrency']}): "
+            f"{_n(cost['plain']['median'])} runs/s over due priority-0 runs; "
+            f"{_n(cost['deferred_ahead']['median'])} runs/s with {cost['deferred']:,} deferred "
+            f"priority-10 runs ahead of them in the index "
+            f"({cost['ratio']['median']:.2f}× of it).",
+        ]
     return [*lines, ""]
 
 

@@ -112,6 +112,7 @@ def enqueue(
         timeout=timeout or defaults.timeout,
         note=note,
         tenant=tenant,
+        priority=defaults.priority,
     )
     try:
         with transaction.atomic(using=alias):

@@ -649,6 +649,17 @@ class JobRun(models.Model):
                 condition=models.Q(status__in=CLAIMABLE_STATUSES),
                 name="pgsched_run_claimable_idx",
             ),
+            # The executor's claim order: priority (highest first, hence the negation:
+            # one ascending key that a row comparison can start from), then due time.
+            # Every run has a priority; jobs' and schedules' runs are 0 unless their
+            # job or task says otherwise.
+            models.Index(
+                models.F("priority") * -1,
+                models.F("fire_after"),
+                models.F("id"),
+                condition=models.Q(status__in=CLAIMABLE_STATUSES),
+                name="pgsched_run_claim_order_idx",
+            ),
             models.Index(
                 fields=("started_at",),
                 condition=models.Q(status=RunStatus.RUNNING),

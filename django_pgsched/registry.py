@@ -45,6 +45,8 @@ class JobSpec:
     # Runs the claimed run itself instead of ``func(**kwargs)`` and returns the JSON text of
     # what to record as the run's return value (django.tasks' tasks, django_pgsched.tasks).
     runner: Callable[[Any], str | None] | None = None
+    # claim order among due runs (-100..100, higher first): a django.tasks task's priority
+    priority: int = 0
 
 
 _registry: dict[str, JobSpec] = {}
@@ -193,6 +195,7 @@ class JobDefaults:
     queue: str
     max_attempts: int
     timeout: timedelta
+    priority: int = 0
 
 
 def job_defaults(job: JobSpec | str | None, settings: Settings) -> JobDefaults:
@@ -207,6 +210,7 @@ def job_defaults(job: JobSpec | str | None, settings: Settings) -> JobDefaults:
         queue=(spec.queue if spec else None) or settings.DEFAULT_QUEUE,
         max_attempts=(spec.max_attempts if spec else None) or settings.DEFAULT_MAX_ATTEMPTS,
         timeout=(spec.timeout if spec else None) or settings.DEFAULT_TIMEOUT,
+        priority=spec.priority if spec else 0,
     )
 
 

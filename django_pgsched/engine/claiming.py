@@ -28,9 +28,10 @@ CLAIM_FULL_SCAN_INTERVAL = 1.0  # seconds between claims that read the claim ind
 
 @dataclass
 class ClaimCursor:
-    """Where a claim starts reading ``pgsched_run_claimable_idx``: ``(fire_after, id)``.
+    """Where a claim starts reading the claim order index: ``(-priority, fire_after, id)``.
 
-    Each claim leaves the claimed runs' old versions in the claim index until
+    The index is ``pgsched_run_claim_order_idx``. Each claim leaves the
+    claimed runs' old versions in the claim index until
     vacuum removes them, and vacuum cannot while a transaction anywhere in the
     database holds an old snapshot: a claim that always read from the start
     would walk every run claimed since then, and slow down the longer that
@@ -38,25 +39,28 @@ class ClaimCursor:
     A run that falls due behind that point (planned late, or released by a
     stopping replica) is found by a full read, which happens at least every
     ``CLAIM_FULL_SCAN_INTERVAL`` seconds and whenever a read from the cursor
-    did not fill the idle slots.
+    did not fill the idle slots. So is a run of a higher priority than the
+    cursor's that falls due meanwhile: under a backlog, priority order holds
+    among the runs due at each full read, and a more urgent run coming due
+    waits at most that interval.
     """
 
     clock: Callable[[], float]
-    floor: tuple[datetime, int] | None = None
+    floor: tuple[int, datetime, int] | None = None
     next_full_scan: float = 0.0
 
     def reset(self) -> None:
         """Read from the start next time."""
         self.floor = None
 
-    def for_pass(self, limit: int) -> tuple[datetime, int] | None:
+    def for_pass(self, limit: int) -> tuple[int, datetime, int] | None:
         """Where this pass's claim starts (None: from the start)."""
         if not limit or self.floor is None or self.clock() >= self.next_full_scan:
             return None
         return self.floor
 
     def move(
-        self, floor: tuple[datetime, int] | None, claimed: Sequence[PassRow], *, full: bool
+        self, floor: tuple[int, datetime, int] | None, claimed: Sequence[PassRow], *, full: bool
     ) -> None:
         """After a claim that started at ``floor`` and got ``claimed`` (``full``: every slot)."""
         if floor is None:
@@ -64,7 +68,7 @@ class ClaimCursor:
         if not full:  # the slots were not all filled: read from the start next time
             self.floor = None
             return
-        self.floor = min((row.fire_after, _id(row)) for row in claimed)
+        self.floor = min((-row.priority, row.fire_after, _id(row)) for row in claimed)
 
 
 def claim_params(
@@ -74,7 +78,7 @@ def claim_params(
     queues: list[str] | None,
     worker: str,
     settings: Settings,
-    floor: tuple[datetime, int] | None,
+    floor: tuple[int, datetime, int] | None,
 ) -> dict[str, Any]:
     """The claim's parameters of ``executor_pass``."""
     return {
@@ -83,8 +87,9 @@ def claim_params(
         "queues": queues,
         "worker": worker,
         "lease_factor": settings.LEASE_FACTOR,
-        "floor_at": floor[0] if floor else None,
-        "floor_id": floor[1] if floor else None,
+        "floor_rank": floor[0] if floor else None,
+        "floor_at": floor[1] if floor else None,
+        "floor_id": floor[2] if floor else None,
     }
 
 

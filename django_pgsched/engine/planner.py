@@ -253,6 +253,7 @@ class Planner:
                 "job_queues": [d.queue for d in defaults],
                 "job_attempts": [d.max_attempts for d in defaults],
                 "job_timeouts": [d.timeout for d in defaults],
+                "job_priorities": [d.priority for d in defaults],
                 "ids": [row.id for row in planned],
                 "next_fire_at": [row.decision.next_fire_at for row in planned],  # type: ignore[union-attr]
                 "last_fire_at": [

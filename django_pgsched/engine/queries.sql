@@ -37,7 +37,8 @@ SELECT clock.now AS db_now, s.id, s.name, s.job, s.cron, s."interval", s.anchor,
 -- claimed schedule, add the skipped occurrences, record what did not run in
 -- the ledger, and wake the executors once if anything was inserted. A run's
 -- queue, attempts and timeout come from its schedule, else from its job's
--- defaults (one row per distinct job). A run's fire_after is its occurrence
+-- defaults (one row per distinct job); its priority from its job (a django.tasks
+-- task's priority; 0 for @job functions). A run's fire_after is its occurrence
 -- plus the schedule's deterministic jitter (timing/jitter.py; equal to
 -- scheduled_for without jitter). A ledger span that starts right after a range
 -- of the same schedule and reason (its "previous" occurrence is that range's
@@ -45,8 +46,8 @@ SELECT clock.now AS db_now, s.id, s.name, s.job, s.cron, s."interval", s.anchor,
 WITH job_default AS (
     SELECT *
       FROM unnest(%(job_names)b::text[], %(job_queues)b::text[], %(job_attempts)b::smallint[],
-                  %(job_timeouts)b::interval[])
-        AS d(job, queue, max_attempts, timeout)
+                  %(job_timeouts)b::interval[], %(job_priorities)b::smallint[])
+        AS d(job, queue, max_attempts, timeout, priority)
 ),
 plan AS (
     SELECT *
@@ -63,12 +64,13 @@ occurrence AS (
 inserted AS (
     INSERT INTO pgsched_job_run
            (schedule_id, schedule_name, scheduled_for, idempotency_key, job, kwargs, queue, status,
-            fire_after, attempts, max_attempts, timeout, note, tenant)
+            fire_after, attempts, max_attempts, timeout, note, tenant, priority)
     SELECT s.id, s.name, o.scheduled_for,
            'pgsched:' || s.id || ':'
                || to_char(o.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
            s.job, s.kwargs, coalesce(s.queue, d.queue), 'pending', o.fire_after, 0,
-           coalesce(s.max_attempts, d.max_attempts), coalesce(s.timeout, d.timeout), '', s.tenant
+           coalesce(s.max_attempts, d.max_attempts), coalesce(s.timeout, d.timeout), '', s.tenant,
+           d.priority
       FROM occurrence o
       JOIN pgsched_schedule s ON s.id = o.schedule_id
       JOIN job_default d ON d.job = s.job
@@ -189,9 +191,12 @@ claimable AS MATERIALIZED (
        AND (%(queues)b::text[] IS NULL OR r.queue = ANY(%(queues)b::text[]))
        -- the claim cursor: start after the runs this replica claimed last time
        -- (NULL: from the start); see claiming.ClaimCursor
-       AND (r.fire_after, r.id) >= (coalesce(%(floor_at)s::timestamptz, '-infinity'),
-                                    coalesce(%(floor_id)s::bigint, 0))
-     ORDER BY r.fire_after, r.id
+       AND (r.priority * -1, r.fire_after, r.id)
+           >= (coalesce(%(floor_rank)s::integer, -32768),
+               coalesce(%(floor_at)s::timestamptz, '-infinity'),
+               coalesce(%(floor_id)s::bigint, 0))
+     -- highest priority first, then the longest due (pgsched_run_claim_order_idx)
+     ORDER BY r.priority * -1, r.fire_after, r.id
      LIMIT %(limit)s
        FOR NO KEY UPDATE OF r SKIP LOCKED
 ),
@@ -207,7 +212,7 @@ claimed AS (
      WHERE r.id = c.id
     RETURNING r.id, r.claimed_by, r.attempts, r.max_attempts, r.timeout, r.job, r.queue,
               r.kwargs, r.schedule_name, r.scheduled_for, r.idempotency_key, r.fire_after,
-              r.started_at, r.claim_expires_at, r.task_call
+              r.started_at, r.claim_expires_at, r.task_call, r.priority
 ),
 next_due AS (
     -- only when the slots were not all filled: when to look again
@@ -224,7 +229,7 @@ next_due AS (
 )
 SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue, c.kwargs,
        c.schedule_name, c.scheduled_for, c.idempotency_key, c.fire_after, c.started_at,
-       c.claim_expires_at, c.task_call,
+       c.claim_expires_at, c.task_call, c.priority,
        (SELECT array_agg(id ORDER BY id) FROM finished) AS recorded_ids,
        (SELECT array_agg(status ORDER BY id) FROM finished) AS recorded_statuses,
        (SELECT at FROM next_due) AS next_due,

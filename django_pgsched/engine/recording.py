@@ -77,6 +77,7 @@ NOTHING_TO_CLAIM: Mapping[str, Any] = {
     "queues": None,
     "worker": "",
     "lease_factor": 1.0,
+    "floor_rank": None,
     "floor_at": None,
     "floor_id": None,
 }

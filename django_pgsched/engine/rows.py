@@ -77,6 +77,7 @@ class PassRow(NamedTuple):
     started_at: datetime
     claim_expires_at: datetime
     task_call: Any  # a django.tasks call (JSON object, decoded) or None
+    priority: int
     recorded_ids: list[int] | None
     recorded_statuses: list[str] | None
     next_due: datetime | None

@@ -12,7 +12,8 @@ The feature flags:
   (an event loop per attempt; :mod:`django_pgsched.tasks.execution`);
 * ``supports_get_result``: results live in the run history, readable from any
   process until retention deletes them;
-* ``supports_priority``: false until the executor's claim orders runs by it.
+* ``supports_priority``: the executor claims due runs highest priority first
+  (``pgsched_run_claim_order_idx``).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class PgschedBackend(BaseTaskBackend):
     supports_defer = True
     supports_async_task = True
     supports_get_result = True
-    supports_priority = False
+    supports_priority = True
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)

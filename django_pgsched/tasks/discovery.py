@@ -95,6 +95,7 @@ def _run_defaults(task: Task[..., Any]) -> dict[str, Any]:
             "queue": task.queue_name,
             "max_attempts": options.MAX_ATTEMPTS,
             "timeout": options.TIMEOUT,
+            "priority": task.priority,
         }
     return {}
 

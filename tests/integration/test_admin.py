@@ -293,7 +293,8 @@ def test_run_list_never_counts_the_whole_table(admin_client, monkeypatch):
         ("?status__exact=failed", "pgsched_run_unsuccessful_idx", False),
         ("?status__exact=cancelled", "pgsched_run_unsuccessful_idx", False),
         ("?status__exact=succeeded", "pgsched_run_recent_idx", False),  # dense: filter in order
-        ("?status__exact=pending", "pgsched_run_claimable_idx", True),  # few: sorted
+        # few: sorted; either partial index over the claimable runs serves it
+        ("?status__exact=pending", "pgsched_run_claimable_idx|pgsched_run_claim_order_idx", True),
         ("?status__exact=running", "pgsched_run_running_idx", True),  # few: sorted
         ("?queue=reports", "pgsched_run_by_queue_idx", False),
     ],
@@ -314,7 +315,7 @@ def test_each_run_filter_reads_an_index(
     assert len(page) == 1 and len(count) == 1, sql
     for statement in (*page, *count):
         plan = explain(statement)
-        assert index in plan and "Seq Scan" not in plan, plan
+        assert any(name in plan for name in index.split("|")) and "Seq Scan" not in plan, plan
         assert sorts or "Sort" not in plan, plan  # the index gives the order
 
 

@@ -473,26 +473,34 @@ def test_retention_deletes_in_bounded_batches(db):
     assert JobRun.objects.filter(status="retrying").count() == 50
 
 
-def test_executor_claim_uses_the_claimable_index_and_stops_at_the_limit(db):
-    for _ in range(50):
-        enqueue("tests.noop")
+@pytest.mark.parametrize("plan_cache_mode", ["auto", "force_generic_plan"])
+def test_executor_claim_uses_the_claim_order_index_and_stops_at_the_limit(db, plan_cache_mode):
+    # force_generic_plan: how the scheduler's own sessions plan their prepared statements
+    for i in range(50):
+        run = enqueue("tests.noop")
+        if i % 5 == 0:  # some runs of a higher priority, as django.tasks' tasks may have
+            JobRun.objects.filter(pk=run.pk).update(priority=10)
     with db_module.cursor(connection) as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute(
-            "EXPLAIN (ANALYZE, FORMAT JSON) " + queries.get("executor_pass"),
-            executor_params(limit=4),
-        )
-        plan = cursor.fetchone()[0]
+        cursor.execute(f"SET LOCAL plan_cache_mode = {plan_cache_mode}")
+        for _ in range(3):  # prepared after its first execution: the later ones use the plan
+            cursor.execute(
+                "EXPLAIN (ANALYZE, FORMAT JSON) " + queries.get("executor_pass"),
+                executor_params(limit=4),
+            )
+            plan = cursor.fetchone()[0]
     text = json.dumps(plan)
-    assert "pgsched_run_claimable_idx" in text, text
+    assert "pgsched_run_claim_order_idx" in text, text
     (scan,) = [
         n
         for n in walk(plan[0]["Plan"])
-        if n.get("Index Name") == "pgsched_run_claimable_idx" and n["Node Type"] == "Index Scan"
+        if n.get("Index Name") == "pgsched_run_claim_order_idx" and n["Node Type"] == "Index Scan"
     ]
-    # the claim reads the index in fire_after order and stops after the 4 rows it locks,
-    # however many are due (50 here)
+    # the claim reads the index in (priority, fire_after) order, without a sort, and stops
+    # after the 4 rows it locks, however many are due (42 left here)
     assert scan["Actual Rows"] == 4, scan
+    (claim,) = [n for n in walk(plan[0]["Plan"]) if n.get("Subplan Name") == "CTE claimable"]
+    assert not [n for n in walk(claim) if n["Node Type"] in ("Sort", "Seq Scan")], claim
 
 
 def executor_params(limit: int) -> dict:
@@ -511,13 +519,14 @@ def executor_params(limit: int) -> dict:
         "queues": None,
         "worker": "w",
         "lease_factor": 2.0,
+        "floor_rank": None,
         "floor_at": None,
         "floor_id": None,
     }
 
 
 def test_the_claim_reads_from_its_cursor_and_a_full_read_finds_a_run_behind_it(db):
-    # Claims read pgsched_run_claimable_idx from where the last full claim started,
+    # Claims read pgsched_run_claim_order_idx from where the last full claim started,
     # so that dead index entries of runs claimed earlier are not walked again; a
     # run that falls due behind the cursor is found by the next full read.
     base = now_db() - timedelta(minutes=10)
@@ -556,6 +565,44 @@ def test_a_claim_from_the_cursor_that_does_not_fill_the_slots_reads_from_the_sta
     assert late.status == "succeeded"
 
 
+def test_claims_take_the_highest_priority_first_then_the_longest_due(db):
+    base = now_db() - timedelta(minutes=10)
+    order = [(0, 3), (5, 5), (0, 1), (-3, 0), (5, 2)]  # (priority, seconds after base)
+    runs = []
+    for priority, offset in order:
+        run = enqueue("tests.noop", run_at=base + timedelta(seconds=offset))
+        JobRun.objects.filter(pk=run.pk).update(priority=priority)
+        runs.append(run)
+    executor = Executor(concurrency=1, inline=True)
+    claimed = []
+    while executor.run_once().claimed:
+        claimed.append(
+            JobRun.objects.filter(status="succeeded").order_by("-finished_at", "-id").first().pk
+        )
+    # priority 5 (due at +2, then +5), then 0 (+1, +3), then -3
+    assert claimed == [runs[4].pk, runs[1].pk, runs[2].pk, runs[0].pk, runs[3].pk]
+
+
+def test_a_more_urgent_run_due_behind_the_cursor_is_claimed_at_the_next_full_read(db):
+    base = now_db() - timedelta(minutes=10)
+    for i in range(6):
+        enqueue("tests.noop", run_at=base + timedelta(seconds=i))
+    clock = FakeClock()
+    executor = Executor(concurrency=2, inline=True, clock=clock)
+    assert executor.run_once().claimed == 2  # a full read: the cursor is at priority 0
+    urgent = enqueue("tests.noop", run_at=base + timedelta(seconds=30))
+    JobRun.objects.filter(pk=urgent.pk).update(priority=10)  # before the cursor in claim order
+    clock.t += 0.1
+    executor.run_once()  # from the cursor
+    urgent.refresh_from_db()
+    assert urgent.status == "pending"
+    clock.t += 1.0  # CLAIM_FULL_SCAN_INTERVAL later: a full read takes it first
+    executor.run_once()
+    urgent.refresh_from_db()
+    assert urgent.status == "succeeded"
+    assert JobRun.objects.filter(status="pending").count() == 1  # one priority-0 run left
+
+
 def test_the_claim_cursor_is_an_index_condition(db):
     for _ in range(50):
         enqueue("tests.noop")
@@ -564,16 +611,23 @@ def test_the_claim_cursor_is_an_index_condition(db):
         cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute(
             "EXPLAIN (ANALYZE, FORMAT JSON) " + queries.get("executor_pass"),
-            {**executor_params(limit=4), "floor_at": floor[0], "floor_id": floor[1]},
+            {
+                **executor_params(limit=4),
+                "floor_rank": 0,
+                "floor_at": floor[0],
+                "floor_id": floor[1],
+            },
         )
         plan = cursor.fetchone()[0]
     (scan,) = [
         n
         for n in walk(plan[0]["Plan"])
-        if n.get("Index Name") == "pgsched_run_claimable_idx" and n["Node Type"] == "Index Scan"
+        if n.get("Index Name") == "pgsched_run_claim_order_idx" and n["Node Type"] == "Index Scan"
     ]
     # the row comparison bounds the index range (it is not a filter applied after reading)
-    assert "ROW(fire_after, id) >= ROW(" in scan.get("Index Cond", ""), scan
+    assert "ROW((priority * '-1'::integer), fire_after, id) >= ROW(" in scan.get(
+        "Index Cond", ""
+    ), scan
     assert scan["Actual Rows"] == 4, scan
 
 

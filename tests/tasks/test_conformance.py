@@ -18,6 +18,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.db import transaction
 
+from django_pgsched.engine.executor import Executor
 from django_pgsched.models import JobRun
 from django_pgsched.tasks import PgschedBackend, compat
 from tests.testapp import tasks
@@ -38,9 +39,7 @@ def test_the_flags_are_booleans_and_ours_say_what_we_support(driver: Driver) -> 
     if driver.ours:
         assert isinstance(backend, PgschedBackend)
         assert backend.supports_defer and backend.supports_async_task
-        assert backend.supports_get_result
-        # priority joins the claim order with the engine's restructured claim statement
-        assert backend.supports_priority is False
+        assert backend.supports_get_result and backend.supports_priority
 
 
 def test_supports_defer_run_after_is_honoured_or_refused(driver: Driver) -> None:
@@ -128,6 +127,18 @@ def test_supports_priority_or_refuses_it(driver: Driver) -> None:
     result = driver.task(tasks.add, priority=10).enqueue(1, 2)
     assert result.task.priority == 10
     assert driver.finish(result).return_value == 3
+    assert driver.backend.get_result(result.id).task.priority == 10 if driver.ours else True
+
+
+def test_ours_runs_higher_priorities_first(ours: Driver) -> None:
+    """ "Larger numbers are higher priority, and will be run sooner": among due tasks."""
+    labels = [("low", -50), ("default", 0), ("high", 50), ("highest", 100), ("also low", -50)]
+    for label, priority in labels:
+        tasks.with_context.using(priority=priority).enqueue(label=label)
+    executor = Executor(concurrency=1, inline=True)  # one task per pass: the claim order shows
+    while executor.run_once().claimed:
+        pass
+    assert [s["label"] for s in tasks.SEEN] == ["highest", "high", "default", "low", "also low"]
 
 
 @pytest.mark.parametrize("priority", [-101, 101, 1.5])

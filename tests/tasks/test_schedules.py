@@ -154,3 +154,10 @@ def test_retry_of_a_task_run_keeps_its_call(db: None) -> None:
     Executor(concurrency=1, inline=True).run_once()
     (attempt,) = Attempt.objects.filter(job_run=new)
     assert attempt.error_class == "builtins.ValueError" and "again" in attempt.error
+
+
+def test_a_schedules_run_of_a_task_has_the_tasks_priority(db: None) -> None:
+    run = fire(schedule_of("tests.testapp.tasks.urgent"))
+    assert run.priority == 7 and run.status == "succeeded" and run.return_value == "urgent"
+    job_run = fire(Schedule.objects.create(name="a-job", job="tests.noop", cron="* * * * * *"))
+    assert job_run.priority == 0

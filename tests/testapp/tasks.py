@@ -106,6 +106,11 @@ def send_email(to: str) -> str:
     return f"sent to {to}"
 
 
+@task(priority=7)
+def urgent() -> str:
+    return "urgent"
+
+
 @task(takes_context=True)
 def witness(context: TaskContext, label: str = "", seconds: float = 0.0) -> str:
     """Work ``seconds``, then write one Witness row (an execution that reached its end)."""
