@@ -59,7 +59,7 @@ def cells(ctx: Context) -> list[Cell]:
 def _reset(ctx: Context, cell: Cell) -> None:
     if cell.system == "ours":
         with ctx.connect() as conn:
-            fixtures.reset(conn)
+            fixtures.reset(conn, schedules=False)
             fixtures.settle(conn, "pgsched_job_run", "pgsched_attempt")
     else:
         with ctx.connect(DTDB_DB) as conn:
@@ -179,7 +179,7 @@ def claim_cost(ctx: Context, deferred: int) -> dict[str, Any]:
     p = ctx.profile
     count = 40_000  # never drained within the window at this concurrency
     with ctx.connect() as conn:
-        fixtures.reset(conn)
+        fixtures.reset(conn, schedules=False)
         fixtures.add_pending_runs(conn, count)
         if deferred:
             fixtures.add_deferred_runs(conn, deferred, priority=10)
