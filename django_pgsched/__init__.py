@@ -16,7 +16,7 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
     __version__ = "0+unknown"
 
-__all__ = ["RunContext", "__version__", "enqueue", "job"]
+__all__ = ["RunContext", "__version__", "backfill", "enqueue", "job"]
 
 
 def enqueue(
@@ -26,3 +26,15 @@ def enqueue(
     from .api import enqueue as _enqueue
 
     return _enqueue(job_name, kwargs=kwargs, run_at=run_at, **options)
+
+
+def backfill(
+    schedule_name: str, start: Any, end: Any, *, limit: int | None = None, **options: Any
+) -> int:
+    """Create the runs of a schedule's past occurrences in ``[start, end)`` that have none.
+
+    Returns how many it created (see :func:`django_pgsched.ledger.backfill.backfill`).
+    """
+    from .ledger.backfill import backfill as _backfill
+
+    return _backfill(schedule_name, start, end, limit=limit, **options)

@@ -233,7 +233,8 @@ def retry_run(run: JobRun, *, note: str = "") -> tuple[JobRun, bool]:
     """
     if run.status not in RETRYABLE:
         raise ValidationError(
-            f"status: run {run.pk} is {run.status}; only failed or cancelled runs can be retried"
+            f"status: run {run.pk} is {run.status}; only failed, cancelled or missed runs can be "
+            "retried"
         )
     key = f"pgsched:retry:{run.pk}"
     existing = JobRun.objects.filter(idempotency_key=key).first()

@@ -60,6 +60,9 @@ class Settings:
     RETENTION_INTERVAL: timedelta = timedelta(minutes=1)
     RETENTION_BATCH: int = 1000
 
+    # backfill, overlap and start deadlines (django_pgsched.ledger)
+    BACKFILL_LIMIT: int = 1000
+
     # connections of the scheduler's own loops
     LOCK_TIMEOUT: timedelta = timedelta(seconds=5)
     STATEMENT_TIMEOUT: timedelta = timedelta(seconds=60)
@@ -98,6 +101,7 @@ _POSITIVE_INT_KEYS = {
     "CONCURRENCY",
     "REAPER_BATCH",
     "RETENTION_BATCH",
+    "BACKFILL_LIMIT",
     "MAX_PAYLOAD_BYTES",
     "MAX_PAYLOAD_DEPTH",
 }

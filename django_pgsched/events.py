@@ -16,6 +16,11 @@ from django.dispatch import Signal
 #: reason): occurrences recorded in the ledger of occurrences that did not run}.
 occurrences_planned = Signal()
 
+#: A backfill committed (``django_pgsched.backfill``). ``schedule``: its name;
+#: ``labels``: (queue, job, kind) of the runs; ``created``: runs created;
+#: ``taken``: {ledger reason: occurrences taken out of the ledger, now runs}.
+occurrences_backfilled = Signal()
+
 #: An attempt finished and its outcome committed. Arguments: ``run_id``, ``job``,
 #: ``queue``, ``attempt`` (number), ``outcome`` (attempt status), ``status``
 #: (the run's status after it), ``duration`` (seconds, the replica's clock).

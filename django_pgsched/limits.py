@@ -15,6 +15,9 @@ MAX_CATCH_UP_LIMIT = 1000
 #: A job's timeout is between these (inclusive).
 MIN_TIMEOUT = timedelta(seconds=1)
 MAX_TIMEOUT = timedelta(days=7)
+#: A schedule's ``start_deadline`` is between these (inclusive).
+MIN_START_DEADLINE = timedelta(seconds=1)
+MAX_START_DEADLINE = timedelta(days=366)
 #: A schedule's ``misfire_grace`` is between 0 and this.
 MAX_MISFIRE_GRACE = timedelta(days=366)
 #: ``pgsched_schedule.next_fire_at`` is before this (a CHECK): a schedule whose next

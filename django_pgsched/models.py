@@ -19,7 +19,14 @@ from django.db.models.functions import Now
 
 from .audit.actor import orm_unless_named
 from .conf import get_settings
-from .limits import MAX_ATTEMPTS, MAX_CATCH_UP_LIMIT, MAX_MISFIRE_GRACE, MIN_TIMEOUT
+from .limits import (
+    MAX_ATTEMPTS,
+    MAX_CATCH_UP_LIMIT,
+    MAX_MISFIRE_GRACE,
+    MAX_START_DEADLINE,
+    MIN_START_DEADLINE,
+    MIN_TIMEOUT,
+)
 from .payload import validate_kwargs
 from .registry import require_job, validate_max_attempts, validate_queue, validate_timeout
 from .statuses import (
@@ -31,6 +38,7 @@ from .statuses import (
     DstFold,
     DstGap,
     MisfirePolicy,
+    OverlapPolicy,
     RunStatus,
     ScheduleStatus,
 )
@@ -52,6 +60,7 @@ __all__ = [
     "DstGap",
     "JobRun",
     "MisfirePolicy",
+    "OverlapPolicy",
     "Replica",
     "RunStatus",
     "Schedule",
@@ -77,6 +86,8 @@ DEFINITION_FIELDS = (
     "misfire_policy",
     "catch_up_limit",
     "misfire_grace",
+    "overlap",
+    "start_deadline",
     "max_attempts",
     "timeout",
     "queue",
@@ -189,6 +200,20 @@ class Schedule(models.Model):
         help_text="An occurrence later than this is missed. Empty: PGSCHED['MISFIRE_GRACE'].",
     )
     skipped_occurrences = models.BigIntegerField(default=0, db_default=0)
+    overlap = models.CharField(
+        max_length=16,
+        choices=OverlapPolicy.choices,
+        default=OverlapPolicy.ALLOW,
+        db_default=OverlapPolicy.ALLOW,
+        help_text="While an earlier run of this schedule is unfinished: start anyway (allow), "
+        "skip the occurrence (skip), or let one wait for it (buffer_one).",
+    )
+    start_deadline = models.DurationField(
+        null=True,
+        blank=True,
+        help_text="A run not started this long after it was due ends 'missed' without running. "
+        "Empty: no deadline.",
+    )
     max_attempts = models.PositiveSmallIntegerField(
         null=True, blank=True, help_text=f"1 to {MAX_ATTEMPTS}. Empty: the job's default."
     )
@@ -222,6 +247,7 @@ class Schedule(models.Model):
         permissions = (
             ("pause_schedule", "Can pause and resume schedules"),
             ("run_schedule_now", "Can run a schedule now"),
+            ("backfill_schedule", "Can backfill schedules"),
         )
         constraints = (
             models.CheckConstraint(
@@ -239,6 +265,17 @@ class Schedule(models.Model):
             models.CheckConstraint(
                 condition=models.Q(misfire_policy__in=MisfirePolicy.values),
                 name="pgsched_schedule_policy_valid",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(overlap__in=OverlapPolicy.values),
+                name="pgsched_schedule_overlap_valid",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(start_deadline__isnull=True)
+                | models.Q(
+                    start_deadline__gte=MIN_START_DEADLINE, start_deadline__lte=MAX_START_DEADLINE
+                ),
+                name="pgsched_schedule_start_deadline_range",
             ),
             models.CheckConstraint(
                 condition=models.Q(catch_up_limit__gte=1, catch_up_limit__lte=MAX_CATCH_UP_LIMIT),
@@ -444,6 +481,25 @@ class Schedule(models.Model):
                     f"got {self.misfire_grace!r}"
                 ),
             )
+        if self.overlap not in OverlapPolicy.values:
+            add(
+                "overlap",
+                ValidationError(
+                    f"overlap: {self.overlap!r} is not one of {', '.join(OverlapPolicy.values)}"
+                ),
+            )
+        if self.start_deadline is not None and (
+            not isinstance(self.start_deadline, timedelta)
+            or not MIN_START_DEADLINE <= self.start_deadline <= MAX_START_DEADLINE
+            or self.start_deadline.microseconds
+        ):
+            add(
+                "start_deadline",
+                ValidationError(
+                    "start_deadline: must be a whole number of seconds from 1 second to "
+                    f"{MAX_START_DEADLINE.days} days, or empty, got {self.start_deadline!r}"
+                ),
+            )
         try:
             validate_tenant(self.tenant)
         except ValidationError as exc:
@@ -550,6 +606,21 @@ class JobRun(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     note = models.TextField(blank=True, default="", db_default="")
+    is_backfill = models.BooleanField(
+        default=False, db_default=False, help_text="Created by a backfill, not by the planner."
+    )
+    overlap = models.CharField(
+        max_length=16,
+        null=True,
+        blank=True,
+        choices=OverlapPolicy.choices,
+        help_text="Its schedule's overlap policy when it was created; empty: allow.",
+    )
+    start_by = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Its start deadline: not started by then, it ends 'missed' without running.",
+    )
     tenant = models.CharField(
         max_length=TENANT_MAX_LENGTH,
         blank=True,
@@ -601,6 +672,11 @@ class JobRun(models.Model):
             ),
             models.CheckConstraint(
                 condition=models.Q(status__in=RunStatus.values), name="pgsched_run_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(overlap__isnull=True)
+                | models.Q(overlap__in=(OverlapPolicy.SKIP, OverlapPolicy.BUFFER_ONE)),
+                name="pgsched_run_overlap_valid",
             ),
             models.CheckConstraint(
                 condition=models.Q(attempts__gte=0, attempts__lte=MAX_ATTEMPTS),
@@ -675,6 +751,22 @@ class JobRun(models.Model):
                 fields=("scheduled_for", "id"),
                 condition=models.Q(status__in=UNSUCCESSFUL_STATUSES),
                 name="pgsched_run_unsuccessful_idx",
+            ),
+            # The overlap policy (engine/queries.sql executor_pass, and the guard):
+            # the runs of schedules that must not overlap, by schedule and finish
+            # (unfinished ones have none). Runs of other schedules take no entry.
+            models.Index(
+                fields=("schedule", "finished_at"),
+                condition=models.Q(overlap__isnull=False),
+                name="pgsched_run_exclusive_idx",
+            ),
+            # The guard's scan (ledger/guard.py): pending runs that it may have to
+            # end, for an overlap policy or a start deadline; the others take none.
+            models.Index(
+                fields=("fire_after",),
+                condition=models.Q(status="pending")
+                & (models.Q(overlap__isnull=False) | models.Q(start_by__isnull=False)),
+                name="pgsched_run_guarded_idx",
             ),
             # By queue: only the queues other than "default" (the dense case, read in
             # order from the first index with a filter); the admin's filter repeats the

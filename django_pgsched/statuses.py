@@ -49,6 +49,15 @@ class RunStatus(models.TextChoices):
     SUCCEEDED = "succeeded", "succeeded"
     FAILED = "failed", "failed"
     CANCELLED = "cancelled", "cancelled"
+    MISSED = "missed", "missed (not started by its start deadline)"
+
+
+class OverlapPolicy(models.TextChoices):
+    """What a schedule's occurrence does while an earlier run of it is unfinished."""
+
+    ALLOW = "allow", "allow: runs may overlap"
+    SKIP = "skip", "skip: not started while the previous run is unfinished"
+    BUFFER_ONE = "buffer_one", "buffer one: at most one waits for the previous run"
 
 
 class AttemptStatus(models.TextChoices):
@@ -102,12 +111,13 @@ TERMINAL_STATUSES: tuple[RunStatus, ...] = (
     RunStatus.SUCCEEDED,
     RunStatus.FAILED,
     RunStatus.CANCELLED,
+    RunStatus.MISSED,
 )
 #: Runs not over yet: claimable or running (the backlog gauge counts the due ones).
 UNFINISHED_STATUSES: tuple[RunStatus, ...] = (*CLAIMABLE_STATUSES, RunStatus.RUNNING)
 #: Runs that ended without success (``pgsched_run_unsuccessful_idx``).
 UNSUCCESSFUL_STATUSES: tuple[RunStatus, ...] = (RunStatus.FAILED, RunStatus.CANCELLED)
 #: Runs that ``api.retry_run()`` (the admin's "retry") accepts.
-RETRYABLE_STATUSES: tuple[RunStatus, ...] = UNSUCCESSFUL_STATUSES
+RETRYABLE_STATUSES: tuple[RunStatus, ...] = (*UNSUCCESSFUL_STATUSES, RunStatus.MISSED)
 #: Runs an operator's cancel changes (a running one only while its lease token holds).
 CANCELLABLE_STATUSES: tuple[RunStatus, ...] = UNFINISHED_STATUSES

@@ -15,6 +15,7 @@ from django import forms
 
 from ..models import DEFINITION_FIELDS, Schedule
 from ..registry import all_jobs
+from ..statuses import OverlapPolicy
 from ..timing import zoned, zones
 
 EDITABLE_FIELDS = ("name", *DEFINITION_FIELDS)
@@ -64,6 +65,7 @@ EMPTY_MEANS = {
     "dst_gap": zoned.DST_GAP_DEFAULT,
     "dst_fold": zoned.DST_FOLD_DEFAULT,
     "jitter": timedelta(0),
+    "overlap": OverlapPolicy.ALLOW,
 }
 
 
@@ -96,6 +98,10 @@ class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
             "interval": "Instead of cron: seconds (900) or HH:MM:SS (00:15:00).",
             "misfire_grace": "Seconds or HH:MM:SS. Empty: PGSCHED['MISFIRE_GRACE'].",
             "timeout": "Seconds or HH:MM:SS. Empty: the job's default.",
+            "start_deadline": (
+                "Seconds or HH:MM:SS. A run not started this long after it was due ends "
+                "'missed' without running. Empty: no deadline."
+            ),
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -29,6 +29,7 @@ from ..conf import get_settings
 from ..models import Schedule, ScheduleStatus, db_now
 from ..registry import all_jobs
 from ..timing import describe, timetable, zoned, zones
+from .backfill import backfill_action
 from .changes import changes_table
 from .common import (
     ACTION_LIMIT,
@@ -158,7 +159,7 @@ class ScheduleAdmin(ScheduleAdminBase):
     search_fields = ("name", "job", "cron")
     search_help_text = "Name, job or cron expression contains…"
     sortable_by = ("name", "job", "state", "next_fire", "last_fire", "skipped")
-    actions = ("pause_selected", "resume_selected", "run_selected_now")
+    actions = ("pause_selected", "resume_selected", "run_selected_now", "backfill_selected")
     readonly_fields = (
         "preview",
         "state",
@@ -204,6 +205,18 @@ class ScheduleAdmin(ScheduleAdminBase):
                 ),
             },
         ),
+        (
+            "Overlap and lateness",
+            {
+                "fields": ("overlap", "start_deadline"),
+                "description": (
+                    "While an earlier run of this schedule is unfinished, an occurrence can "
+                    "start anyway (allow), be skipped (skip), or wait, at most one at a time "
+                    "(buffer_one). A run not started within the start deadline of its due time "
+                    "ends 'missed' without running. Both are recorded in the ledger."
+                ),
+            },
+        ),
         ("Execution", {"fields": ("max_attempts", "timeout", "queue")}),
         (
             "State",
@@ -239,6 +252,15 @@ class ScheduleAdmin(ScheduleAdminBase):
 
     def has_run_now_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("pgsched.run_schedule_now")
+
+    def has_backfill_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("pgsched.backfill_schedule")
+
+    @admin.action(description="Backfill selected schedules…", permissions=["backfill"])
+    def backfill_selected(
+        self, request: HttpRequest, queryset: QuerySet[Schedule]
+    ) -> HttpResponse | None:
+        return backfill_action(self, request, queryset)
 
     # -- columns ---------------------------------------------------------------------
 

@@ -64,13 +64,14 @@ occurrence AS (
 inserted AS (
     INSERT INTO pgsched_job_run
            (schedule_id, schedule_name, scheduled_for, idempotency_key, job, kwargs, queue, status,
-            fire_after, attempts, max_attempts, timeout, note, tenant, priority)
+            fire_after, attempts, max_attempts, timeout, note, tenant, priority, overlap,
+            start_by)
     SELECT s.id, s.name, o.scheduled_for,
            'pgsched:' || s.id || ':'
                || to_char(o.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
            s.job, s.kwargs, coalesce(s.queue, d.queue), 'pending', o.fire_after, 0,
            coalesce(s.max_attempts, d.max_attempts), coalesce(s.timeout, d.timeout), '', s.tenant,
-           d.priority
+           d.priority, nullif(s.overlap, 'allow'), o.fire_after + s.start_deadline
       FROM occurrence o
       JOIN pgsched_schedule s ON s.id = o.schedule_id
       JOIN job_default d ON d.job = s.job
@@ -353,7 +354,7 @@ WITH doomed AS MATERIALIZED (
       FROM pgsched_job_run
      WHERE scheduled_for < %(cutoff)s
        AND finished_at < %(cutoff)s
-       AND status IN ('succeeded', 'failed', 'cancelled')
+       AND status IN ('succeeded', 'failed', 'cancelled', 'missed')
      ORDER BY scheduled_for, id
      LIMIT %(batch)s
        FOR UPDATE SKIP LOCKED

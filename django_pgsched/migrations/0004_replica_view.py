@@ -20,25 +20,29 @@ SELECT substring(application_name FROM '^pgsched \S+ (.*)$') AS worker,
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('pgsched', '0003_admin_indexes'),
+        ("pgsched", "0003_admin_indexes"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Replica',
+            name="Replica",
             fields=[
-                ('worker', models.CharField(max_length=200, primary_key=True, serialize=False)),
-                ('loops', models.TextField(help_text='The loops with a session open: planner, executor, ...')),
-                ('sessions', models.IntegerField()),
-                ('connected_since', models.DateTimeField()),
-                ('address', models.TextField(blank=True, null=True)),
+                ("worker", models.CharField(max_length=200, primary_key=True, serialize=False)),
+                (
+                    "loops",
+                    models.TextField(
+                        help_text="The loops with a session open: planner, executor, ..."
+                    ),
+                ),
+                ("sessions", models.IntegerField()),
+                ("connected_since", models.DateTimeField()),
+                ("address", models.TextField(blank=True, null=True)),
             ],
             options={
-                'db_table': 'pgsched_replica',
-                'ordering': ('worker',),
-                'managed': False,
+                "db_table": "pgsched_replica",
+                "ordering": ("worker",),
+                "managed": False,
             },
         ),
         migrations.RunSQL(REPLICA_VIEW, "DROP VIEW pgsched_replica;"),

@@ -113,55 +113,103 @@ OLD_COLUMNS = (
 COLUMNS = OLD_COLUMNS + ",\n                    @timezone, @dst_gap, @dst_fold, @jitter"
 
 
-
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('pgsched', '0006_schedule_change'),
+        ("pgsched", "0006_schedule_change"),
     ]
 
     operations = [
         migrations.RunSQL(migrations.RunSQL.noop, "SELECT pgsched_schedule_audit_install();"),
         migrations.AddField(
-            model_name='schedule',
-            name='dst_fold',
-            field=models.CharField(choices=[('first', 'first: run at the first of the two instants'), ('second', 'second: run at the second of the two instants'), ('both', 'both: run at both instants')], db_default='first', default='first', help_text='A wall-clock time that happens twice (fall back).', max_length=8, verbose_name='DST fold'),
+            model_name="schedule",
+            name="dst_fold",
+            field=models.CharField(
+                choices=[
+                    ("first", "first: run at the first of the two instants"),
+                    ("second", "second: run at the second of the two instants"),
+                    ("both", "both: run at both instants"),
+                ],
+                db_default="first",
+                default="first",
+                help_text="A wall-clock time that happens twice (fall back).",
+                max_length=8,
+                verbose_name="DST fold",
+            ),
         ),
         migrations.AddField(
-            model_name='schedule',
-            name='dst_gap',
-            field=models.CharField(choices=[('shift', 'shift: run at the first instant after the gap'), ('skip', 'skip: do not run (counted as skipped)')], db_default='shift', default='shift', help_text='A wall-clock time the clocks skip (spring forward).', max_length=8, verbose_name='DST gap'),
+            model_name="schedule",
+            name="dst_gap",
+            field=models.CharField(
+                choices=[
+                    ("shift", "shift: run at the first instant after the gap"),
+                    ("skip", "skip: do not run (counted as skipped)"),
+                ],
+                db_default="shift",
+                default="shift",
+                help_text="A wall-clock time the clocks skip (spring forward).",
+                max_length=8,
+                verbose_name="DST gap",
+            ),
         ),
         migrations.AddField(
-            model_name='schedule',
-            name='jitter',
-            field=models.DurationField(db_default=datetime.timedelta(0), default=datetime.timedelta(0), help_text='Spread each run over [0, jitter) after its occurrence, the same on every replica; never past the next occurrence.'),
+            model_name="schedule",
+            name="jitter",
+            field=models.DurationField(
+                db_default=datetime.timedelta(0),
+                default=datetime.timedelta(0),
+                help_text="Spread each run over [0, jitter) after its occurrence, the same on every replica; never past the next occurrence.",
+            ),
         ),
         migrations.AddField(
-            model_name='schedule',
-            name='timezone',
-            field=models.CharField(db_default='UTC', default='UTC', help_text='IANA time zone the cron fields are read in (Europe/Berlin). Cron only.', max_length=64),
+            model_name="schedule",
+            name="timezone",
+            field=models.CharField(
+                db_default="UTC",
+                default="UTC",
+                help_text="IANA time zone the cron fields are read in (Europe/Berlin). Cron only.",
+                max_length=64,
+            ),
         ),
         migrations.AlterField(
-            model_name='schedule',
-            name='cron',
-            field=models.CharField(blank=True, help_text='5 fields (min hour dom month dow) or 6 with seconds first, read in the zone.', max_length=128, null=True),
+            model_name="schedule",
+            name="cron",
+            field=models.CharField(
+                blank=True,
+                help_text="5 fields (min hour dom month dow) or 6 with seconds first, read in the zone.",
+                max_length=128,
+                null=True,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='schedule',
-            constraint=models.CheckConstraint(condition=models.Q(('dst_gap__in', ['shift', 'skip'])), name='pgsched_schedule_dst_gap_valid'),
+            model_name="schedule",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("dst_gap__in", ["shift", "skip"])),
+                name="pgsched_schedule_dst_gap_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='schedule',
-            constraint=models.CheckConstraint(condition=models.Q(('dst_fold__in', ['first', 'second', 'both'])), name='pgsched_schedule_dst_fold_valid'),
+            model_name="schedule",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("dst_fold__in", ["first", "second", "both"])),
+                name="pgsched_schedule_dst_fold_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='schedule',
-            constraint=models.CheckConstraint(condition=models.Q(('jitter__gte', datetime.timedelta(0)), ('jitter__lte', datetime.timedelta(days=1))), name='pgsched_schedule_jitter_range'),
+            model_name="schedule",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("jitter__gte", datetime.timedelta(0)),
+                    ("jitter__lte", datetime.timedelta(days=1)),
+                ),
+                name="pgsched_schedule_jitter_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='schedule',
-            constraint=models.CheckConstraint(condition=models.Q(('cron__isnull', False), ('timezone', 'UTC'), _connector='OR'), name='pgsched_schedule_zone_needs_cron'),
+            model_name="schedule",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("cron__isnull", False), ("timezone", "UTC"), _connector="OR"),
+                name="pgsched_schedule_zone_needs_cron",
+            ),
         ),
         migrations.RunSQL(ZONE_NAME, ZONE_NAME_REVERSE),
         migrations.RunSQL(_triggers(TIMETABLE, COLUMNS), _triggers(OLD_TIMETABLE, OLD_COLUMNS)),

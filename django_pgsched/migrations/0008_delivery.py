@@ -28,67 +28,153 @@ CREATE INDEX pgsched_run_http_destination_idx
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('pgsched', '0007_time_zones'),
+        ("pgsched", "0007_time_zones"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Breaker',
+            name="Breaker",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('tenant', models.CharField(blank=True, db_default='', default='', max_length=200)),
-                ('destination', models.CharField(max_length=300)),
-                ('state', models.CharField(choices=[('closed', 'closed (deliveries go through)'), ('open', 'open (deliveries held back)'), ('half_open', 'half-open (one probe in flight)')], db_default='closed', default='closed', max_length=16)),
-                ('failures', models.PositiveIntegerField(db_default=0, default=0, help_text='Failed deliveries in a row.')),
-                ('since', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), help_text='When the state last changed.')),
-                ('retry_at', models.DateTimeField(blank=True, help_text='Open: when a probe may go. Half-open: when a silent probe is given up.', null=True)),
-                ('cooldown', models.DurationField(blank=True, help_text='The current cool-down.', null=True)),
-                ('probe_run_id', models.BigIntegerField(blank=True, null=True)),
-                ('park_until', models.DateTimeField(blank=True, help_text='Runs held back by this breaker wait until then at most.', null=True)),
-                ('opened_at', models.DateTimeField(blank=True, help_text='When it last opened (closed -> open).', null=True)),
-                ('opened', models.PositiveIntegerField(db_default=0, default=0, help_text='Times it opened.')),
-                ('last_error', models.TextField(blank=True, db_default='', default='')),
-                ('last_failure_at', models.DateTimeField(blank=True, null=True)),
-                ('last_success_at', models.DateTimeField(blank=True, null=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("tenant", models.CharField(blank=True, db_default="", default="", max_length=200)),
+                ("destination", models.CharField(max_length=300)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("closed", "closed (deliveries go through)"),
+                            ("open", "open (deliveries held back)"),
+                            ("half_open", "half-open (one probe in flight)"),
+                        ],
+                        db_default="closed",
+                        default="closed",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "failures",
+                    models.PositiveIntegerField(
+                        db_default=0, default=0, help_text="Failed deliveries in a row."
+                    ),
+                ),
+                (
+                    "since",
+                    models.DateTimeField(
+                        db_default=django.db.models.functions.datetime.Now(),
+                        help_text="When the state last changed.",
+                    ),
+                ),
+                (
+                    "retry_at",
+                    models.DateTimeField(
+                        blank=True,
+                        help_text="Open: when a probe may go. Half-open: when a silent probe is given up.",
+                        null=True,
+                    ),
+                ),
+                (
+                    "cooldown",
+                    models.DurationField(blank=True, help_text="The current cool-down.", null=True),
+                ),
+                ("probe_run_id", models.BigIntegerField(blank=True, null=True)),
+                (
+                    "park_until",
+                    models.DateTimeField(
+                        blank=True,
+                        help_text="Runs held back by this breaker wait until then at most.",
+                        null=True,
+                    ),
+                ),
+                (
+                    "opened_at",
+                    models.DateTimeField(
+                        blank=True, help_text="When it last opened (closed -> open).", null=True
+                    ),
+                ),
+                (
+                    "opened",
+                    models.PositiveIntegerField(
+                        db_default=0, default=0, help_text="Times it opened."
+                    ),
+                ),
+                ("last_error", models.TextField(blank=True, db_default="", default="")),
+                ("last_failure_at", models.DateTimeField(blank=True, null=True)),
+                ("last_success_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'verbose_name': 'circuit breaker',
-                'db_table': 'pgsched_breaker',
-                'ordering': ('tenant', 'destination'),
-                'permissions': (('reset_breaker', 'Can reset circuit breakers'),),
+                "verbose_name": "circuit breaker",
+                "db_table": "pgsched_breaker",
+                "ordering": ("tenant", "destination"),
+                "permissions": (("reset_breaker", "Can reset circuit breakers"),),
             },
         ),
         migrations.RemoveConstraint(
-            model_name='attempt',
-            name='pgsched_attempt_status_valid',
+            model_name="attempt",
+            name="pgsched_attempt_status_valid",
         ),
         migrations.AddField(
-            model_name='attempt',
-            name='detail',
-            field=models.JSONField(blank=True, help_text="What the job recorded about this attempt (an HTTP delivery's evidence).", null=True),
+            model_name="attempt",
+            name="detail",
+            field=models.JSONField(
+                blank=True,
+                help_text="What the job recorded about this attempt (an HTTP delivery's evidence).",
+                null=True,
+            ),
         ),
         migrations.AlterField(
-            model_name='attempt',
-            name='status',
-            field=models.CharField(choices=[('succeeded', 'succeeded'), ('failed', 'failed'), ('timed_out', 'timed out'), ('lost', 'lost (lease expired)'), ('cancelled', 'cancelled'), ('deferred', 'deferred (try again later)')], max_length=16),
+            model_name="attempt",
+            name="status",
+            field=models.CharField(
+                choices=[
+                    ("succeeded", "succeeded"),
+                    ("failed", "failed"),
+                    ("timed_out", "timed out"),
+                    ("lost", "lost (lease expired)"),
+                    ("cancelled", "cancelled"),
+                    ("deferred", "deferred (try again later)"),
+                ],
+                max_length=16,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='attempt',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['succeeded', 'failed', 'timed_out', 'lost', 'cancelled', 'deferred'])), name='pgsched_attempt_status_valid'),
+            model_name="attempt",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    (
+                        "status__in",
+                        ["succeeded", "failed", "timed_out", "lost", "cancelled", "deferred"],
+                    )
+                ),
+                name="pgsched_attempt_status_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='breaker',
-            constraint=models.UniqueConstraint(fields=('tenant', 'destination'), name='pgsched_breaker_destination'),
+            model_name="breaker",
+            constraint=models.UniqueConstraint(
+                fields=("tenant", "destination"), name="pgsched_breaker_destination"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='breaker',
-            constraint=models.CheckConstraint(condition=models.Q(('state__in', ['closed', 'open', 'half_open'])), name='pgsched_breaker_state_valid'),
+            model_name="breaker",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("state__in", ["closed", "open", "half_open"])),
+                name="pgsched_breaker_state_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='breaker',
-            constraint=models.CheckConstraint(condition=models.Q(('state', 'closed'), ('retry_at__isnull', False), _connector='OR'), name='pgsched_breaker_open_has_retry_at'),
+            model_name="breaker",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("state", "closed"), ("retry_at__isnull", False), _connector="OR"
+                ),
+                name="pgsched_breaker_open_has_retry_at",
+            ),
         ),
         migrations.RunSQL(DESTINATION_FUNCTION, "DROP FUNCTION pgsched_http_destination(text);"),
         migrations.RunSQL(DESTINATION_INDEX, "DROP INDEX pgsched_run_http_destination_idx;"),

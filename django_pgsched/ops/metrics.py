@@ -60,6 +60,13 @@ class Metrics:
             ["queue", "job", "kind", "reason"],
             registry=r,
         )
+        self.backfilled = Counter(
+            "pgsched_schedule_backfilled_occurrences",
+            "Runs a backfill created for past occurrences, by the ledger reason each one "
+            "was taken out of ('none': it was in no range).",
+            ["queue", "job", "kind", "reason"],
+            registry=r,
+        )
         self.finished = Counter(
             "pgsched_runs_finished",
             "Runs that reached a terminal status.",
@@ -97,6 +104,19 @@ class Metrics:
         for ledger_labels, count in (ledgered or {}).items():
             self.ledgered.labels(*ledger_labels).inc(count)
 
+    def on_backfilled(
+        self,
+        sender: object,
+        labels: tuple[str, str, str],
+        created: int,
+        taken: dict[str, int],
+        **kwargs: Any,
+    ) -> None:
+        for reason, count in taken.items():
+            self.backfilled.labels(*labels, reason).inc(count)
+        if created > sum(taken.values()):
+            self.backfilled.labels(*labels, "none").inc(created - sum(taken.values()))
+
     def on_attempt(
         self,
         sender: object,
@@ -124,6 +144,7 @@ class Metrics:
     def connect(self) -> None:
         uid = f"pgsched-metrics-{id(self)}"
         events.occurrences_planned.connect(self.on_planned, weak=False, dispatch_uid=uid)
+        events.occurrences_backfilled.connect(self.on_backfilled, weak=False, dispatch_uid=uid)
         events.attempt_finished.connect(self.on_attempt, weak=False, dispatch_uid=uid)
         events.lease_lost.connect(self.on_lost, weak=False, dispatch_uid=uid)
         events.leases_reaped.connect(self.on_reaped, weak=False, dispatch_uid=uid)
@@ -132,6 +153,7 @@ class Metrics:
         uid = f"pgsched-metrics-{id(self)}"
         for signal in (
             events.occurrences_planned,
+            events.occurrences_backfilled,
             events.attempt_finished,
             events.lease_lost,
             events.leases_reaped,

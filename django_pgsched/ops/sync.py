@@ -67,7 +67,7 @@ def build(name: str, options: Mapping[str, Any]) -> Schedule:
             raise ValidationError(f"SCHEDULES[{name!r}]: {'; '.join(exc.messages)}") from None
     values: dict[str, Any] = {"name": name, "source": SOURCE, "kwargs": {}}
     values.update(options)
-    for key in ("interval", "misfire_grace", "timeout"):
+    for key in ("interval", "misfire_grace", "timeout", "start_deadline"):
         values[key] = _seconds(name, key, values.get(key))
     values["jitter"] = _seconds(name, "jitter", values.get("jitter", 0))
     settings = get_settings()

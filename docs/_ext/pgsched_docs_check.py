@@ -43,7 +43,14 @@ DJANGO_OPTIONS = {
     "--force-color",
     "--skip-checks",
 }
-COMMANDS = ("runscheduler", "pgsched_sync", "pgsched_cron", "pgsched_run", "pgsched_import_beat")
+COMMANDS = (
+    "runscheduler",
+    "pgsched_sync",
+    "pgsched_cron",
+    "pgsched_run",
+    "pgsched_import_beat",
+    "pgsched_backfill",
+)
 
 
 def _sections(text: str, level: str) -> dict[str, str]:
