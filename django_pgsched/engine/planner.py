@@ -16,7 +16,17 @@ One :meth:`Planner.run_once` is one short transaction:
 A crash anywhere rolls the whole pass back: the schedule keeps its old
 ``next_fire_at`` and the next planner picks it up. A schedule whose definition
 cannot be evaluated is marked ``broken`` with the reason, and the rest of the
-batch goes ahead.
+batch goes ahead. If the database refuses the batch's statement, the pass is
+rolled back and done again one schedule at a time (each in a savepoint), so
+that one bad row is marked ``broken`` and the others are planned.
+
+The batch statement runs in the transaction that claimed the rows, never in a
+savepoint: an update from a subtransaction of the transaction that locked the
+row records the two as a MultiXact in the old row version, and PostgreSQL's
+index scans cannot mark such a version dead (``HeapTupleIsSurelyDead``). Every
+claim would then walk every schedule version advanced since the last vacuum,
+a minute's worth of entries in the due index at a time, and the
+MultiXact space would grow by one per schedule per occurrence.
 """
 
 from __future__ import annotations
@@ -96,9 +106,15 @@ class Planner:
 
     def run_once(self, now: datetime | None = None) -> PlanResult:
         """Plan one batch. ``now`` overrides the database clock (tests only)."""
-        with db.session("planner", self.using) as conn:
-            with transaction.atomic(using=self.using):
-                result = self._pass(conn, now)
+        try:
+            result = self._transaction(now, one_by_one=False)
+        except DatabaseError as exc:
+            if not _refused_for_a_row(exc):
+                raise  # the connection, the server, a timeout: the runner backs off and retries
+            logger.warning(
+                "planner batch failed; planning it again one schedule at a time", exc_info=True
+            )
+            result = self._transaction(now, one_by_one=True)
         if result.schedules:
             failpoints.hit("planner.after_commit")
             events.occurrences_planned.send(
@@ -111,7 +127,14 @@ class Planner:
         events.loop_ticked.send(sender=type(self), loop="planner", db_now=result.db_now)
         return result
 
-    def _pass(self, conn: BaseDatabaseWrapper, now: datetime | None) -> PlanResult:
+    def _transaction(self, now: datetime | None, *, one_by_one: bool) -> PlanResult:
+        with db.session("planner", self.using) as conn:
+            with transaction.atomic(using=self.using):
+                return self._pass(conn, now, one_by_one)
+
+    def _pass(
+        self, conn: BaseDatabaseWrapper, now: datetime | None, one_by_one: bool
+    ) -> PlanResult:
         s = self.settings
         claimed = db.fetch(
             conn,
@@ -130,11 +153,9 @@ class Planner:
             if row.decision is not None:
                 self._unplanned(row, db_now)
 
-        try:
-            with transaction.atomic(using=self.using):  # a savepoint: isolate a bad row below
-                inserted = self._apply(conn, rows)
-        except DatabaseError:
-            logger.warning("planner batch failed; retrying its schedules one by one", exc_info=True)
+        if not one_by_one:  # no savepoint: see the module's docstring
+            inserted = self._apply(conn, rows)
+        else:
             inserted = []
             for row in rows:
                 try:
@@ -326,6 +347,17 @@ def _fire_after(row: _Row, runs: Sequence[datetime]) -> list[datetime]:
             following = None
         out.append(t + jitter.offset(row.id, t, row.schedule.jitter, following))
     return out
+
+
+# SQLSTATE classes of a statement refused for what it holds, where one schedule may be at
+# fault: data, integrity, triggers, routines, PL/pgSQL's RAISE, program limits. Not the
+# connection, timeouts, deadlocks or the server going away (those the runner retries).
+ROW_FAULTS = frozenset({"09", "22", "23", "27", "38", "39", "42", "44", "54", "P0"})
+
+
+def _refused_for_a_row(exc: DatabaseError) -> bool:
+    sqlstate = getattr(exc.__cause__, "sqlstate", None) or ""
+    return sqlstate[:2] in ROW_FAULTS
 
 
 def _required(value: Any) -> Any:

@@ -256,3 +256,49 @@ def test_deleting_a_schedule_keeps_its_history_and_cancels_unstarted_runs(make_s
     assert runs.count() == 6 and not runs.exclude(schedule=None).exists()  # ON DELETE SET NULL
     assert set(runs.exclude(pk=done.pk).values_list("status", flat=True)) == {"cancelled"}
     assert runs.get(pk=done.pk).status == "succeeded"
+
+
+def test_a_row_the_database_refuses_is_marked_broken_and_the_others_planned(make_schedule):
+    good = make_schedule(cron="* * * * * *", next_fire_at=T)
+    poison = make_schedule(name="poison", cron="* * * * * *", next_fire_at=T)
+    with connection.cursor() as cursor:  # the database refuses this schedule's runs
+        cursor.execute(
+            """
+            CREATE FUNCTION pgsched_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.schedule_name = 'poison' THEN RAISE EXCEPTION 'refused by a test'; END IF;
+                RETURN NEW;
+            END $$;
+            CREATE TRIGGER pgsched_test_refuse BEFORE INSERT ON pgsched_job_run
+                FOR EACH ROW EXECUTE FUNCTION pgsched_test_refuse();
+            """
+        )
+    result = Planner().run_once(now=T)
+    good.refresh_from_db()
+    poison.refresh_from_db()
+    assert result.broken == (poison.pk,) and result.created == 6
+    assert len(runs_of(good)) == 6 and good.next_fire_at == T + seconds(6)
+    assert poison.status == ScheduleStatus.BROKEN
+    assert "could not store its runs" in poison.last_error and "refused" in poison.last_error
+
+
+def test_the_advance_is_one_plain_transaction_not_a_multixact(transactional_db, other_connection):
+    """The claim's lock and the advance come from one transaction id, never a savepoint's.
+
+    An update made in a subtransaction of the transaction that locked the row stores
+    a MultiXact as the old version's xmax; index scans cannot mark such versions dead,
+    so every claim walked every schedule advanced since the last vacuum.
+    """
+    s = Schedule.objects.create(name="m", job="tests.noop", cron="* * * * * *", next_fire_at=T)
+    other_connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    other_connection.execute("SELECT 1 FROM pgsched_schedule WHERE id = %s", [s.pk])  # snapshot
+    assert Planner().run_once(now=T).created == 6
+    # the old snapshot still sees the version the planner replaced, and its xmax
+    (old_xmax,) = other_connection.execute(
+        "SELECT xmax::text FROM pgsched_schedule WHERE id = %s", [s.pk]
+    ).fetchone()
+    other_connection.rollback()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT xmin::text FROM pgsched_schedule WHERE id = %s", [s.pk])
+        (new_xmin,) = cursor.fetchone()
+    assert old_xmax == new_xmin  # with a savepoint: a MultiXact id, and the savepoint's xid
