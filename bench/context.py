@@ -74,7 +74,7 @@ class Context:
             raise RuntimeError(f"{module} {' '.join(args)} failed; see {proc.log}")
         proc.stop()
 
-    def peer_proc(self, venv: str, module: str, *args: str, db: str) -> Proc:
+    def peer_proc(self, venv: str, module: str, *args: str, db: str, stdout: bool = False) -> Proc:
         argv = [
             self.peer_python(venv),
             "-m",
@@ -83,7 +83,7 @@ class Context:
             self.cluster.url(db),
         ]
         env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-        return Proc([*argv, *args[1:]], env=env, log=self.log(module))
+        return Proc([*argv, *args[1:]], env=env, log=self.log(module), stdout=stdout)
 
 
 def db_now(conn: psycopg.Connection[Any]) -> datetime:

@@ -1,8 +1,9 @@
-"""Draw a results file: throughput and lateness against the baselines (matplotlib PNG).
+"""Draw a results file: throughput and lateness against the baselines (matplotlib PNGs).
 
-``python -m bench.plot RUN.json [RUN.json ...] OUTDIR`` with the bench's tools venv
-(``scripts/bench`` does it after a run). Bars are medians over the
-repetitions, whiskers the min–max spread; the title names the run.
+``python -m bench.plot [--only results|beat] RUN.json [RUN.json ...] OUTDIR`` with the
+bench's tools venv (``scripts/bench`` does it after a run). Bars are medians over the
+repetitions, whiskers the min–max spread; the title names the run. ``beat.png``
+is the side-by-side with celery beat (``b_beat``), when the results have it.
 """
 
 from __future__ import annotations
@@ -104,11 +105,72 @@ def draw(results: dict[str, Any], out: Path) -> Path:
     return path
 
 
+BEAT_STYLE = {
+    "beat": ("celery beat + django-celery-beat", PEER, "o"),
+    "ours_1": ("django-pgsched, 1 replica", OURS, "s"),
+    "ours_2": ("django-pgsched, 2 replicas", "#7fb2d9", "^"),
+}
+
+
+def draw_beat(results: dict[str, Any], out: Path) -> Path:
+    """``beat.png``: what each scheduler produced per minute, and how late, by size."""
+    bench = results["benchmarks"]["beat"]
+    sizes = sorted(int(n) for n in bench["sizes"])
+    fig, (produced, late) = plt.subplots(1, 2, figsize=(11, 4.6))
+    produced.plot(sizes, sizes, color=RAW, linestyle="--", linewidth=0.8, label="all of them")
+    for key, (label, colour, marker) in BEAT_STYLE.items():
+        cells = [(n, bench["sizes"][str(n)].get(key, {})) for n in sizes]
+        cells = [(n, c) for n, c in cells if "produced_per_min" in c]
+        if not cells:
+            continue
+        xs = [n for n, _ in cells]
+        produced.plot(xs, [c["produced_per_min"] for _, c in cells], marker=marker,
+                      color=colour, label=label)  # fmt: skip
+        late.plot(xs, [c["lateness_s"]["max"] for _, c in cells], marker=marker, color=colour,
+                  label=f"{label}: latest")  # fmt: skip
+        late.plot(xs, [c["lateness_s"]["p50"] for _, c in cells], marker=marker, color=colour,
+                  linestyle=":", label=f"{label}: median")  # fmt: skip
+    for ax in (produced, late):
+        ax.set_xscale("log")
+        ax.set_xlabel("every-minute schedules")
+    produced.set_yscale("log")
+    produced.set_ylabel("occurrences produced per minute")
+    produced.set_title("Produced: beat's sends at the broker, our runs", fontsize=10)
+    produced.legend(fontsize=8)
+    late.set_yscale("symlog", linthresh=1.0)
+    late.axhline(0, color="#c0392b", linewidth=0.8)
+    late.set_ylabel("seconds after the minute (negative: before; symlog)")
+    late.set_title("Lateness against the boundary", fontsize=10)
+    late.legend(fontsize=7)
+    v = bench.get("versions", {})
+    fig.suptitle(
+        f"Every-minute schedules, {bench['minutes']} minutes each: celery "
+        f"{v.get('celery', '?')} + django-celery-beat {v.get('django-celery-beat', '?')} "
+        f"(Redis) and django-pgsched, run {results['meta']['started'][:16]} UTC",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "beat.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def main(argv: list[str]) -> int:
+    """Draw ``results.png`` (planner, executor, lateness) and ``beat.png``, from what is there."""
     from bench.report import merge
 
+    only = None
+    if argv[:1] == ["--only"]:
+        only, argv = argv[1], argv[2:]
     *runs, out = argv
-    print(draw(merge([Path(r) for r in runs]), Path(out)))
+    results = merge([Path(r) for r in runs])
+    b = results["benchmarks"]
+    if only in (None, "results") and any(k in b for k in ("planner", "executor", "lateness")):
+        print(draw(results, Path(out)))
+    if only in (None, "beat") and "sizes" in b.get("beat", {}):
+        print(draw_beat(results, Path(out)))
     return 0
 
 

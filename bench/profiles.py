@@ -59,6 +59,12 @@ class Profile:
     tasks_startup: float = 3.0  # seconds for the workers to come up before the producer starts
     tasks_deferred: int = 100_000  # deferred higher-priority runs in the claim cost cell
 
+    # side by side with celery beat: N every-minute schedules, M boundaries observed
+    beat_sizes: tuple[int, ...] = (1_000, 10_000)
+    beat_minutes: int = 2
+    beat_replicas: tuple[int, ...] = (1, 2)
+    beat_loglevel: str = "INFO"  # as django-celery-beat's documentation starts it
+
     fsync_test: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -83,6 +89,8 @@ FULL = replace(
     soak_seconds=600.0,
     admin_rows=5_000_000,
     opentx_phase=60.0,
+    beat_sizes=(1_000, 10_000, 50_000, 100_000),
+    beat_minutes=3,
     fsync_test=True,
     tasks_concurrency=(1, 4, 8),
     tasks_count=20000,

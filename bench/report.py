@@ -193,6 +193,55 @@ def _variants(bench: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+BEAT_LABELS = {
+    "beat": "celery beat + django-celery-beat",
+    "ours_1": "django-pgsched, 1 replica",
+    "ours_2": "django-pgsched, 2 replicas",
+}
+
+
+def _s(value: float | None) -> str:
+    return "–" if value is None else f"{value:+.1f}"
+
+
+def beat_table(bench: dict[str, Any]) -> list[str]:
+    """The side-by-side table: one row per size and scheduler."""
+    v = bench.get("versions", {})
+    lines = [
+        f"### Side by side with celery beat: every-minute schedules ({bench['minutes']} minutes)",
+        "",
+        f"celery {v.get('celery', '?')}, django-celery-beat {v.get('django-celery-beat', '?')} "
+        f"(Django {v.get('Django', '?')}, Redis broker); lateness is seconds after the "
+        "boundary (negative: before).",
+        "",
+        "| schedules | scheduler | produced per minute | lateness p50 / p99 / max, s "
+        "| scheduler CPU | PostgreSQL CPU | RSS, MB | commits/s |",
+        "| ---: | --- | ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for size, cells in bench.get("sizes", {}).items():
+        for key, label in BEAT_LABELS.items():
+            c = cells.get(key)
+            if not c:
+                continue
+            if "error" in c:
+                lines.append(f"| {int(size):,} | {label} | failed: {c['error']} | | | | | |")
+                continue
+            late = c["lateness_s"]
+            rss = c["rss_mb_max"] if key == "beat" else c["rss_mb_max_per_process"]
+            lines.append(
+                f"| {int(size):,} | {label} | {_n(c['produced_per_min'])} "
+                f"| {_s(late['p50'])} / {_s(late['p99'])} / {_s(late['max'])} "
+                f"| {c['cpu_cores'] * 100:.1f} % | {c['server_cpu_cores'] * 100:.1f} % "
+                f"| {_n(rss)} | {_n(c['commits_per_s'], 1)} |"
+            )
+    lines += [
+        "",
+        "CPU in % of one core over the observed minutes (both replicas together for two); "
+        "RSS per process.",
+    ]
+    return [*lines, ""]
+
+
 def _goals(results: Results) -> list[str]:
     lines = ["### Goals", "", "| goal | met | evidence |", "| --- | --- | --- |"]
     for g in results.get("goals", []):
@@ -274,6 +323,8 @@ def table(results: Results) -> str:
     if "replicas_1" in b.get("idle", {}):
         lines += _idle(b["idle"])
     lines += _misc(results)
+    if "sizes" in b.get("beat", {}):
+        lines += beat_table(b["beat"])
     if "cells" in b.get("variants", {}):
         lines += _variants(b["variants"])
     lines += _goals(results)

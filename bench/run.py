@@ -21,6 +21,7 @@ from typing import Any
 
 from . import (
     b_admin,
+    b_beat,
     b_executor,
     b_idle,
     b_jitter,
@@ -49,6 +50,7 @@ BENCHMARKS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "admin": b_admin.run,
     "opentx": b_opentx.run,
     "tasks": b_tasks.run,
+    "beat": b_beat.run,
 }
 # run only when named with --only (what-if measurements of proposed engine changes)
 EXTRA: dict[str, Callable[[Context], dict[str, Any]]] = {
