@@ -13,8 +13,11 @@ The rules, in brief (``docs/how-to/move-from-celery-beat.md`` has the table):
   restricted, so a crontab that restricts both is not mapped.
 * ``IntervalSchedule`` becomes an interval (whole seconds), anchored at the
   task's last run so that it keeps its phase.
-* Solar and clocked schedules, one-off tasks, positional ``args``, a start
-  time or an expiry still ahead, and a crontab outside UTC are reported.
+* A crontab's time zone becomes the schedule's ``timezone``, with the default
+  policies at daylight-saving transitions (a skipped time runs shifted, a
+  repeated one once).
+* Solar and clocked schedules, one-off tasks, positional ``args``, and a start
+  time or an expiry still ahead are reported.
 * The Celery task name is the job name unless ``jobs`` maps it to another; the
   job must be registered.
 """
@@ -30,6 +33,7 @@ from typing import Any
 from django_pgsched.registry import get_job
 from django_pgsched.timing import cron as cron_parser
 from django_pgsched.timing.errors import TimetableError
+from django_pgsched.timing.zones import DEFAULT_ZONE
 
 # minute, hour, day of month, month, day of week (Sunday = 0): every value of each field
 FULL = tuple(frozenset(r) for r in (range(60), range(24), range(1, 32), range(1, 13), range(7)))
@@ -101,8 +105,8 @@ class Mapped:
 
 
 # The fields an import sets, and compares on a repeated import. Everything else
-# (misfire policy, attempts, timeout, status after creation) is the user's.
-OWNED_FIELDS = ("job", "kwargs", "cron", "interval", "queue")
+# (misfire policy, attempts, timeout, DST policies, status after creation) is the user's.
+OWNED_FIELDS = ("job", "kwargs", "cron", "interval", "timezone", "queue")
 
 
 def schedule_name(task_name: str, prefix: str = "") -> str:
@@ -114,7 +118,7 @@ def map_task(
 ) -> Mapped:
     """The schedule for ``task`` at the database time ``now``; ``NotMappable`` if none."""
     reasons: list[str] = []
-    fields: dict[str, Any] = {"cron": None, "interval": None}
+    fields: dict[str, Any] = {"cron": None, "interval": None, "timezone": DEFAULT_ZONE}
     name = schedule_name(task.name, prefix)
     if len(name) > MAX_NAME_LENGTH:
         reasons.append(f"the schedule name would be longer than {MAX_NAME_LENGTH} characters")
@@ -172,16 +176,10 @@ def _schedule(task: BeatTask, now: datetime) -> dict[str, Any]:
 
 
 # ---- Time zones: the one place that decides what a crontab's zone becomes. ----------
-# Cron is UTC today, so only a UTC crontab maps. Once Schedule.timezone (an IANA
-# name) exists: return {"timezone": tab.timezone} for every zone, and add
-# "timezone" to OWNED_FIELDS so that a repeated import compares it.
+# The crontab's IANA zone is the schedule's (the model validates the name); UTC by
+# any of its names is the default zone. The DST policies keep their defaults.
 def zone_fields(tab: Crontab) -> dict[str, Any]:
-    if tab.timezone in UTC_NAMES:
-        return {}
-    raise NotMappable(
-        f"crontab {tab}: cron is UTC until schedules have a time zone; "
-        "rewrite it in UTC (beware of daylight saving time) to import it"
-    )
+    return {"timezone": DEFAULT_ZONE if tab.timezone in UTC_NAMES else tab.timezone}
 
 
 def cron_expression(tab: Crontab) -> str:

@@ -4,7 +4,7 @@
 installed), maps each one (:mod:`.beat_mapping`) and upserts the schedules by
 name (the task's name, after an optional prefix), marked ``source =
 "celery_beat"``. It is idempotent: a repeated import updates only what changed
-in beat (the job, kwargs, cron or interval, queue) and leaves alone what is the
+in beat (the job, kwargs, cron or interval, time zone, queue) and leaves alone what is the
 user's (status after creation, misfire policy, attempts, timeout). A schedule
 of that name that was not imported from beat is never touched. What cannot be
 mapped is reported, task by task, with the reason.

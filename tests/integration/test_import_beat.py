@@ -112,12 +112,13 @@ def beat(db: None) -> dict[str, Any]:
     }
 
 
-IMPORTED = ["disabled", "mapped", "nightly report", "prioritised", "ten minutes", "weekday poll"]
+IMPORTED = [
+    "disabled", "mapped", "nightly report", "paris", "prioritised", "ten minutes", "weekday poll"
+]  # fmt: skip
 NOT_MAPPED = {
     "expiring": "no end date",
     "expired": "beat runs it no more",
     "with args": "positional args [1, 2]",
-    "paris": "(Europe/Paris): cron is UTC",
     "friday the 13th": "cron when either does",
     "too fast": "whole seconds",
     "sunrise": "solar",
@@ -133,7 +134,7 @@ def test_a_dry_run_reports_everything_and_writes_nothing(beat):
     out = run("--dry-run", "--job", "proj.tasks.cleanup=tests.noop")
     assert snapshot() == before == []
     assert out.startswith("dry run: nothing was written\n")
-    assert f"6 would be created: {', '.join(IMPORTED)}" in out
+    assert f"7 would be created: {', '.join(IMPORTED)}" in out
     for name, why in NOT_MAPPED.items():
         assert f"\n  {name}: " in out and why in out.split(f"\n  {name}: ")[1].split("\n")[0]
     assert "prioritised: expire_seconds 60 dropped" in out and "priority 5 dropped" in out
@@ -158,6 +159,8 @@ def test_the_import_maps_each_kind_and_reports_the_rest(beat):
     assert ten.interval == timedelta(minutes=10) and ten.cron is None
     assert ten.anchor == beat["last_run"].replace(microsecond=0)  # keeps beat's phase
     assert (ten.next_fire_at - ten.anchor) % timedelta(minutes=10) == timedelta(0)
+    assert (got["paris"].cron, got["paris"].timezone) == ("0 9 * * *", "Europe/Paris")
+    assert nightly.timezone == "UTC"
     assert got["disabled"].status == "paused"
     assert got["mapped"].job == "tests.noop"
     assert sorted(result.created_active) == sorted(set(IMPORTED) - {"disabled"})
@@ -219,6 +222,8 @@ def test_a_task_deleted_in_beat_is_reported_not_deleted(beat):
     "fields",
     [
         {"minute": "*/15", "hour": "9-17", "day_of_week": "mon-fri"},
+        {"minute": "30", "hour": "9", "day_of_week": "mon-fri", "timezone": "Europe/Paris"},
+        {"minute": "0", "hour": "*/5", "timezone": "America/New_York"},
         {"minute": "0", "hour": "8", "day_of_week": "fri-mon"},  # Celery wraps around
         {"minute": "5", "hour": "*/6", "day_of_month": "1,15"},
         {"minute": "0", "hour": "0", "day_of_month": "13", "day_of_week": "0-6"},
@@ -227,17 +232,17 @@ def test_a_task_deleted_in_beat_is_reported_not_deleted(beat):
 )
 def test_an_imported_crontab_fires_when_celery_would(beat, fields):
     """Our next 40 fire times equal Celery's own, computed by its crontab."""
-    from celery.schedules import crontab as celery_crontab
-
     beat["model"].objects.all().delete()
-    tab = beat["crontab"].objects.create(timezone="UTC", **fields)
+    fields = {"timezone": "UTC", **fields}
+    tab = beat["crontab"].objects.create(**fields)
     beat["model"].objects.create(name="t", task="tests.noop", crontab=tab)
     import_beat()
     ours = Schedule.objects.get(name="t").get_timetable()
-    theirs = celery_crontab(**fields, nowfun=lambda: datetime(2026, 12, 1, tzinfo=UTC))
-    t = datetime(2026, 12, 30, 23, 59, 30, tzinfo=UTC)
+    theirs = tab.schedule  # django-celery-beat's own (time-zone aware) crontab
+    theirs.nowfun = lambda: datetime(2026, 12, 1, tzinfo=UTC)
+    t = datetime(2026, 12, 30, 23, 59, 30, tzinfo=UTC)  # no DST change in the next 40
     for _ in range(40):
         start, delta, _now = theirs.remaining_delta(t)  # Celery's next run after a run at t
         got = ours.next_after(t)
-        assert got == start + delta, (fields, t)
+        assert got == (start + delta).astimezone(UTC), (fields, t)
         t = got

@@ -84,6 +84,7 @@ def test_a_crontab_maps_to_cron_and_the_task_name_is_the_job():
         "kwargs": {"n": 1},
         "cron": "0 2 * * *",
         "interval": None,
+        "timezone": "UTC",
         "queue": "reports",
     }
     assert mapped.enabled and mapped.anchor is None and mapped.notes == ()
@@ -112,7 +113,6 @@ def test_an_interval_maps_anchored_at_the_last_run():
         ({"expires": NOW - timedelta(days=1)}, "expired at 2026-11-30"),
         ({"expires": NOW + timedelta(days=1)}, "no end date"),
         ({"start_time": NOW + timedelta(days=1)}, "no start time"),
-        ({"crontab": tab("0", "9", tz="Europe/Paris")}, "(Europe/Paris): cron is UTC"),
         ({"crontab": None}, "no schedule"),
         ({"name": "x" * 201}, "longer than 200"),
     ],
@@ -122,13 +122,19 @@ def test_what_is_not_mapped_says_why(fields, text):
 
 
 def test_every_reason_is_given_at_once():
-    text = reason(args="[1]", task="proj.tasks.unknown", crontab=tab(tz="Europe/Paris"))
-    assert "positional args" in text and "not a registered job" in text and "Paris" in text
+    text = reason(args="[1]", task="proj.tasks.unknown", one_off=True)
+    assert "positional args" in text and "not a registered job" in text and "one-off" in text
+
+
+def test_a_crontab_keeps_its_time_zone():
+    paris = tab("0", "9", sets=({0}, {9}, DOM, MONTH, DOW), tz="Europe/Paris")
+    mapped = map_task(task(crontab=paris), now=NOW)
+    assert (mapped.fields["cron"], mapped.fields["timezone"]) == ("0 9 * * *", "Europe/Paris")
 
 
 def test_a_past_start_and_a_utc_alias_are_fine():
     mapped = map_task(task(start_time=NOW - timedelta(days=1), crontab=tab(tz="Etc/UTC")), now=NOW)
-    assert mapped.fields["cron"] == "* * * * *"
+    assert mapped.fields["cron"] == "* * * * *" and mapped.fields["timezone"] == "UTC"
 
 
 def test_a_task_name_can_map_to_another_job():
