@@ -6,6 +6,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from .context import RunContext
+from .outcomes import Defer, Fail, LeaseLost
 from .registry import job
 
 if TYPE_CHECKING:
@@ -16,7 +17,16 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
     __version__ = "0+unknown"
 
-__all__ = ["RunContext", "__version__", "backfill", "enqueue", "job"]
+__all__ = [
+    "Defer",
+    "Fail",
+    "LeaseLost",
+    "RunContext",
+    "__version__",
+    "backfill",
+    "enqueue",
+    "job",
+]
 
 
 def enqueue(

@@ -52,6 +52,8 @@ class Settings:
     RETRY_BACKOFF_BASE: timedelta = timedelta(seconds=2)
     RETRY_BACKOFF_MAX: timedelta = timedelta(hours=1)
     SHUTDOWN_GRACE: timedelta = timedelta(seconds=25)
+    # the furthest a job's Defer may push its run (django_pgsched.outcomes.Defer)
+    DEFER_MAX: timedelta = timedelta(days=1)
 
     # maintenance
     REAPER_INTERVAL: timedelta = timedelta(seconds=5)

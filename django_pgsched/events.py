@@ -37,3 +37,12 @@ runs_pruned = Signal()
 
 #: A loop finished a pass (``loop``: "planner", "executor" or "maintenance"). Health uses it.
 loop_ticked = Signal()
+
+#: A ``pgsched.http`` attempt ended (sent by the job, before its outcome is
+#: recorded). ``outcome``: ``succeeded``, ``deferred``, ``failed``, ``refused``
+#: (nothing sent: the SSRF rules), ``held_back`` (the circuit breaker),
+#: ``lease_lost``; ``status``: the HTTP status or None; ``destination``.
+http_delivered = Signal()
+
+#: A circuit breaker changed state (``destination``, ``tenant``, ``state``).
+breaker_changed = Signal()

@@ -17,6 +17,7 @@ from ..models import DEFINITION_FIELDS, Schedule
 from ..registry import all_jobs
 from ..statuses import OverlapPolicy
 from ..timing import zoned, zones
+from . import http_form
 
 EDITABLE_FIELDS = ("name", *DEFINITION_FIELDS)
 
@@ -69,7 +70,7 @@ EMPTY_MEANS = {
 }
 
 
-class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
+class ScheduleForm(http_form.HttpRequestFields, forms.ModelForm):  # type: ignore[type-arg]
     job = forms.ChoiceField(
         help_text="A job registered with @job, or a django.tasks task (task:<module path>)."
     )
@@ -108,6 +109,7 @@ class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
         super().__init__(*args, **kwargs)
         current = self.instance.job if self.instance.pk else self.initial.get("job")
         self.fields["job"].choices = job_choices(current)  # type: ignore[attr-defined]
+        http_form.add_fields(self)
         for name in EMPTY_MEANS:
             if name in self.fields:
                 self.fields[name].required = False
@@ -117,4 +119,9 @@ class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
         for name, default in EMPTY_MEANS.items():
             if name in cleaned and cleaned[name] in (None, ""):
                 cleaned[name] = default
+        http_form.clean(self, cleaned)
         return cleaned
+
+    @property
+    def changed_data(self) -> list[str]:
+        return http_form.changed(list(super().changed_data))

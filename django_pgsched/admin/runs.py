@@ -30,6 +30,7 @@ from ..conf import get_settings
 from ..models import CLAIMABLE_STATUSES, Attempt, JobRun, RunStatus, Schedule, db_now
 from ..registry import all_jobs
 from ..timing import describe
+from . import evidence
 from .common import (
     ACTION_LIMIT,
     AttemptInlineBase,
@@ -126,7 +127,7 @@ class AttemptInline(AttemptInlineBase):
     max_num = 0
     can_delete = False
     ordering = ("number",)
-    fields = ("number", "outcome", "started", "finished", "took", "worker", "details")
+    fields = ("number", "outcome", "started", "finished", "took", "worker", "details", "evidence")
     readonly_fields = fields
     verbose_name_plural = "attempts"
 
@@ -159,6 +160,10 @@ class AttemptInline(AttemptInlineBase):
         if obj.started_at is None or obj.finished_at is None:
             return "—"
         return describe.duration(obj.finished_at - obj.started_at)
+
+    @admin.display(description="Evidence")
+    def evidence(self, obj: Attempt) -> SafeString:
+        return evidence.render(obj.detail)
 
     @admin.display(description="Error")
     def details(self, obj: Attempt) -> SafeString:

@@ -26,9 +26,11 @@ from django.utils.safestring import SafeString
 from .. import api
 from ..audit import actor, for_user
 from ..conf import get_settings
+from ..delivery.job import JOB_NAME
 from ..models import Schedule, ScheduleStatus, db_now
 from ..registry import all_jobs
 from ..timing import describe, timetable, zoned, zones
+from . import http_form
 from .backfill import backfill_action
 from .changes import changes_table
 from .common import (
@@ -246,6 +248,27 @@ class ScheduleAdmin(ScheduleAdminBase):
 
     class Media:
         css = {"all": ("pgsched/admin.css",)}
+
+    def get_fieldsets(self, request: HttpRequest, obj: Schedule | None = None) -> Any:
+        """A ``pgsched.http`` schedule shows its request as fields, not as a JSON box."""
+        fieldsets = list(super().get_fieldsets(request, obj))
+        job = obj.job if obj is not None else request.GET.get("job")
+        request_fields: dict[str, Any] = {"fields": http_form.FIELDS}
+        if job == JOB_NAME:
+            head, *rest = fieldsets
+            fields = tuple(f for f in head[1]["fields"] if f != "kwargs")
+            return [
+                (head[0], {**head[1], "fields": fields}),
+                ("HTTP request", request_fields),
+                *rest,
+            ]
+        if obj is None:  # a new schedule: offer the request fields, for pgsched.http
+            request_fields["classes"] = ("collapse",)
+            request_fields["description"] = (
+                "For the job pgsched.http: the request it makes (instead of kwargs)."
+            )
+            return [fieldsets[0], ("HTTP request (pgsched.http)", request_fields), *fieldsets[1:]]
+        return fieldsets
 
     def has_pause_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("pgsched.pause_schedule")

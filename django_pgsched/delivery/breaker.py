@@ -43,9 +43,11 @@ from typing import Any
 
 from django.db import connections
 
+from .. import events
 from ..conf import get_settings
 from ..context import RunContext
 from ..outcomes import Defer, Fail, LeaseLost
+from .models import Breaker
 
 logger = logging.getLogger(__name__)
 
@@ -244,6 +246,10 @@ def admit(
         now, key, state, probe_run, retry_at, park_until, failures = cursor.fetchone()
     state = state or "closed"
     probe = state == "half_open" and probe_run == context.job_run_id
+    if probe:
+        events.breaker_changed.send(
+            sender=Breaker, destination=key, tenant=context.tenant, state="half_open"
+        )
     return Admission(now, key or "", state, probe, failures or 0, retry_at, park_until)
 
 
@@ -328,6 +334,10 @@ def record_failure(
                     failures,
                     cursor.rowcount,
                 )
+    if changed:
+        events.breaker_changed.send(
+            sender=Breaker, destination=key, tenant=context.tenant, state=state
+        )
     return Failure(state, key, failures, retry_at, park_until, bool(changed))
 
 
@@ -345,13 +355,14 @@ def record_success(
         was, released = cursor.fetchone()
     if was and was != "closed":
         logger.warning("circuit breaker closed again; %d held run(s) released", released)
+        events.breaker_changed.send(
+            sender=Breaker, destination=destination or url, tenant=context.tenant, state="closed"
+        )
     return int(released or 0)
 
 
 def reset(breaker_id: int) -> int:
     """An operator's reset (the admin's button): close it, release its held runs."""
-    from .models import Breaker
-
     breaker = Breaker.objects.get(pk=breaker_id)
     context = RunContext(
         job_run_id=0,

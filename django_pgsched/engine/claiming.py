@@ -122,6 +122,7 @@ def new_claim(
         max_attempts=row.max_attempts,
         idempotency_key=row.idempotency_key,
         worker=worker,
+        tenant=row.tenant,
         _shutdown=shutdown,
         _clock=clock,
     )

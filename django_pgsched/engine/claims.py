@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..context import RunContext
+from ..outcomes import Defer
 from ..statuses import AttemptStatus, RunStatus
 from .leases import Lease
 
@@ -191,16 +192,22 @@ class Outcome:
     """What one attempt came to, waiting to be recorded (fenced on the claim's token)."""
 
     claim: Claim
-    status: AttemptStatus  # the attempt's status: succeeded, failed or timed_out
+    status: AttemptStatus  # the attempt's status: succeeded, failed, timed_out or deferred
     error: str
     duration: float
-    retry: bool = True  # a failure may be retried (False: the job is not registered here)
+    retry: bool = True  # a failure may be retried (False: not registered here, Fail(retry=False))
     value: str | None = None  # JSON text of the return value, for registry entries that keep it
     error_class: str = ""  # module.QualifiedName of the exception the attempt raised
+    defer: Defer | None = None  # status deferred: the job's Defer (recorded by executor_defer)
+    not_before: datetime | float | None = None  # a failure's Fail(not_before=...)
+    detail: dict[str, Any] | None = None  # the job's RunContext.detail, kept on the attempt
 
     @property
     def run_status(self) -> RunStatus:
-        """The run's status once this attempt is recorded (the retry delay aside)."""
+        """The run's status once this attempt is recorded (the retry delay aside).
+
+        A deferred attempt's run status is decided by ``executor_defer``.
+        """
         if self.status == AttemptStatus.SUCCEEDED:
             return RunStatus.SUCCEEDED
         if not self.retry or self.claim.attempt >= self.claim.max_attempts:

@@ -31,13 +31,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any
 
-from django.db import DatabaseError, InterfaceError, OperationalError
+from django.db import DatabaseError, InterfaceError, OperationalError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import events
 from ..conf import Settings, get_settings
+from ..outcomes import LeaseLost
 from ..registry import all_jobs
 from ..statuses import AttemptStatus
 from . import db, failpoints, queries, recording
@@ -222,6 +224,15 @@ class Executor:
             return Exchange([], 0, None)
         if outcomes:
             failpoints.hit("executor.before_record")
+        deferred = [o for o in outcomes if o.defer is not None]
+        if deferred:  # rare: their own statement, before the pass
+            outcomes = [o for o in outcomes if o.defer is None]
+            written = recording.record_defers(conn, now, deferred, self.settings)
+            self._unwritten = [o for o in self._unwritten if o.defer is None]
+            self.slots.forget_recorded(deferred)
+            recording.announce(type(self), deferred, written)
+            if not outcomes and limit == 0:
+                return Exchange([], len(written), None)
         requested_at = self.clock()
         floor = self.claim_cursor.for_pass(limit)
         claiming = claim_params(
@@ -265,6 +276,8 @@ class Executor:
         ]
         if limit:
             self.claim_cursor.move(floor, result.claimed, full=len(claims) == limit)
+        for claim in claims:
+            claim.context._lease_check = partial(self.ensure_lease, claim)
         if claims:
             self.slots.add(claims)
             failpoints.hit("executor.after_claim")
@@ -272,7 +285,7 @@ class Executor:
         next_due = None
         if limit and len(claims) < limit:
             next_due = self._next_due.note(result.next_due, result.db_now)
-        return Exchange(claims, len(result.recorded), next_due)
+        return Exchange(claims, len(result.recorded) + len(deferred), next_due)
 
     def _pass(
         self,
@@ -285,6 +298,47 @@ class Executor:
         return ExecutorPassResult.from_rows(db.fetch(conn, queries.EXECUTOR_PASS, params))
 
     # -- leases -------------------------------------------------------------------------
+
+    def ensure_lease(self, claim: Claim, needed: float = 0.0) -> None:
+        """Re-assert ``claim``'s lease now, from its job's thread (``RunContext.ensure_lease``).
+
+        A fenced renewal (``executor_renew`` for this run and token) on the job
+        thread's own connection. If the run is no longer ours, the claim is
+        abandoned, as a renewal would, and :class:`LeaseLost` is raised; so it
+        is if this replica cannot trust the lease for ``needed`` more seconds
+        (trust counts from when the renewal was sent: a slow answer does not
+        stretch it).
+        """
+        failpoints.hit("executor.before_send")
+        requested = self.clock()
+        try:
+            rows = db.fetch(
+                connections[self.using],
+                queries.EXECUTOR_RENEW,
+                {
+                    "now": None,
+                    "ids": [claim.run_id],
+                    "tokens": [claim.token],
+                    "lease_factor": self.settings.LEASE_FACTOR,
+                },
+            )
+        except DatabaseError as exc:
+            raise LeaseLost(f"the lease could not be re-asserted: {exc}") from exc
+        answered = self.clock()
+        with self.slots.lock:
+            if rows:
+                claim.lease.renewed(requested_at=requested, answered_at=answered)
+            else:
+                claim.lease.released()
+                if claim.state.leased:
+                    claim.abandon("the lease was lost (reaped or cancelled)")
+        if not rows:
+            logger.warning("run %s: lease lost before a request left; abandoning it", claim.run_id)
+            events.lease_lost.send(sender=type(self), run_id=claim.run_id, reason="re-assert")
+            raise LeaseLost("the run is no longer ours (reaped, cancelled or claimed again)")
+        left = claim.lease.trust_until - self.clock()
+        if left < needed:
+            raise LeaseLost(f"the lease can be trusted {left:.3g}s more; {needed:.3g}s needed")
 
     def _expire_local(self) -> tuple[int, int]:
         """Timeouts and lost trust, by this replica's monotonic clock."""

@@ -37,6 +37,8 @@ POINTS = (
     "executor.before_record",  # outcomes about to be written
     "executor.after_record",
     "executor.before_renew",
+    "executor.before_send",  # a job re-asserts its lease (RunContext.ensure_lease)
+    "delivery.in_flight",  # pgsched.http: the request sent, its answer not yet read
     "reaper.between_steps",  # candidates read, not yet reaped
     "retention.before_delete",
     "runner.on_stop",  # the first stop signal arrived

@@ -71,6 +71,7 @@ PLANNER_CLAIM = Statement("planner_claim", rows.DueSchedule)
 PLANNER_APPLY = Statement("planner_apply", rows.Applied)
 PLANNER_MARK_BROKEN = Command("planner_mark_broken")
 EXECUTOR_PASS = Statement("executor_pass", rows.PassRow)
+EXECUTOR_DEFER = Statement("executor_defer", rows.Deferred)
 EXECUTOR_RENEW = Statement("executor_renew", rows.Renewed)
 EXECUTOR_FAIL_MINIMAL = Statement("executor_fail_minimal", rows.Failed)
 EXECUTOR_RELEASE = Statement("executor_release", rows.Released)
@@ -90,6 +91,7 @@ STATEMENTS: tuple[Statement[Any] | Command, ...] = (
     PLANNER_APPLY,
     PLANNER_MARK_BROKEN,
     EXECUTOR_PASS,
+    EXECUTOR_DEFER,
     EXECUTOR_RENEW,
     EXECUTOR_FAIL_MINIMAL,
     EXECUTOR_RELEASE,

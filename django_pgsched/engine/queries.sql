@@ -147,15 +147,19 @@ outcome AS (
     SELECT *
       FROM unnest(%(ids)b::bigint[], %(tokens)b::uuid[], %(results)b::text[], %(errors)b::text[],
                   %(statuses)b::text[], %(delays)b::float8[], %(values)b::text[],
-                  %(error_classes)b::text[])
-        AS o(id, token, result, error, next_status, delay, value, error_class)
+                  %(error_classes)b::text[], %(not_befores)b::timestamptz[],
+                  %(details)b::jsonb[])
+        AS o(id, token, result, error, next_status, delay, value, error_class, not_before,
+             detail)
 ),
 finished AS (
     UPDATE pgsched_job_run r
        SET status = o.next_status,
            finished_at = CASE WHEN o.next_status = 'retrying' THEN NULL ELSE clock.now END,
            fire_after = CASE WHEN o.next_status = 'retrying'
-                             THEN clock.now + make_interval(secs => o.delay)
+                             -- a job's Fail(not_before=...) may ask for later, never sooner
+                             THEN greatest(clock.now + make_interval(secs => o.delay),
+                                           o.not_before)
                              ELSE r.fire_after END,
            claimed_by = NULL,
            claim_expires_at = NULL,
@@ -172,13 +176,15 @@ finished AS (
        -- for every run claimed since vacuum last ran (all of them while a long
        -- transaction elsewhere holds vacuum back).
        AND r.claimed_by = o.token
-    RETURNING r.id, r.attempts, r.started_at, r.worker, r.status, o.result, o.error, o.error_class
+    RETURNING r.id, r.attempts, r.started_at, r.worker, r.status, o.result, o.error,
+              o.error_class, o.detail
 ),
 recorded AS (
     INSERT INTO pgsched_attempt
-           (job_run_id, number, status, started_at, finished_at, worker, error, error_class)
+           (job_run_id, number, status, started_at, finished_at, worker, error, error_class,
+            detail)
     SELECT f.id, f.attempts, f.result, f.started_at, clock.now, coalesce(f.worker, ''), f.error,
-           coalesce(f.error_class, '')
+           coalesce(f.error_class, ''), f.detail
       FROM finished f, clock
 ),
 claimable AS MATERIALIZED (
@@ -213,7 +219,7 @@ claimed AS (
      WHERE r.id = c.id
     RETURNING r.id, r.claimed_by, r.attempts, r.max_attempts, r.timeout, r.job, r.queue,
               r.kwargs, r.schedule_name, r.scheduled_for, r.idempotency_key, r.fire_after,
-              r.started_at, r.claim_expires_at, r.task_call, r.priority
+              r.started_at, r.claim_expires_at, r.task_call, r.priority, r.tenant
 ),
 next_due AS (
     -- only when the slots were not all filled: when to look again
@@ -230,13 +236,65 @@ next_due AS (
 )
 SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue, c.kwargs,
        c.schedule_name, c.scheduled_for, c.idempotency_key, c.fire_after, c.started_at,
-       c.claim_expires_at, c.task_call, c.priority,
+       c.claim_expires_at, c.task_call, c.priority, c.tenant,
        (SELECT array_agg(id ORDER BY id) FROM finished) AS recorded_ids,
        (SELECT array_agg(status ORDER BY id) FROM finished) AS recorded_statuses,
        (SELECT at FROM next_due) AS next_due,
        clock.now AS db_now
   FROM clock
   LEFT JOIN claimed c ON true;
+
+
+-- name: executor_defer
+-- A job's Defer (django_pgsched.outcomes), fenced on the token like every write
+-- on a leased run. An attempt that did something ('attempted': a request went
+-- out and the server said "later") is recorded as 'deferred' and does not use up
+-- a retry: max_attempts grows by one, up to the ceiling of %(max_attempts)s attempt
+-- rows, where the run fails instead (so deferrals are bounded). One that did
+-- nothing (a circuit breaker held it back) gives its attempt back and leaves no
+-- attempt row, like a release; its reason goes on the run's note. The run waits
+-- until the job's time, at most %(max_delay)s ahead.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+),
+d AS (
+    SELECT *
+      FROM unnest(%(ids)b::bigint[], %(tokens)b::uuid[], %(attempted)b::bool[],
+                  %(untils)b::timestamptz[], %(delays)b::float8[], %(reasons)b::text[],
+                  %(details)b::jsonb[])
+        AS d(id, token, attempted, until, delay, reason, detail)
+),
+deferred AS (
+    UPDATE pgsched_job_run r
+       SET status = CASE WHEN d.attempted AND r.attempts >= %(max_attempts)s THEN 'failed'
+                         WHEN NOT d.attempted AND r.attempts <= 1 THEN 'pending'
+                         ELSE 'retrying' END,
+           finished_at = CASE WHEN d.attempted AND r.attempts >= %(max_attempts)s
+                              THEN clock.now END,
+           fire_after = least(coalesce(d.until, clock.now + make_interval(secs => d.delay)),
+                              clock.now + %(max_delay)s),
+           attempts = CASE WHEN d.attempted THEN r.attempts ELSE r.attempts - 1 END,
+           max_attempts = CASE WHEN d.attempted THEN least(r.max_attempts + 1, %(max_attempts)s)
+                               ELSE r.max_attempts END,
+           claimed_by = NULL,
+           claim_expires_at = NULL,
+           started_at = CASE WHEN d.attempted THEN r.started_at END,
+           worker = CASE WHEN d.attempted THEN r.worker END,
+           note = CASE WHEN d.attempted THEN r.note ELSE left(d.reason, 2000) END
+      FROM d, clock
+     WHERE r.id = d.id
+       AND r.claimed_by = d.token  -- implies 'running'; see executor_pass
+    RETURNING r.id, r.status, r.attempts, r.started_at, r.worker, d.attempted, d.reason, d.detail
+),
+recorded AS (
+    INSERT INTO pgsched_attempt
+           (job_run_id, number, status, started_at, finished_at, worker, error, detail)
+    SELECT x.id, x.attempts, 'deferred', x.started_at, clock.now, coalesce(x.worker, ''),
+           x.reason, x.detail
+      FROM deferred x, clock
+     WHERE x.attempted
+)
+SELECT id, status FROM deferred;
 
 
 -- name: executor_renew

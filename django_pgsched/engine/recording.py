@@ -18,9 +18,11 @@ from typing import Any
 
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
+from psycopg.types.json import Jsonb
 
 from .. import events
 from ..conf import Settings
+from ..limits import MAX_ATTEMPTS, MAX_ERROR_CHARS
 from ..statuses import RunStatus
 from . import db, queries
 from .claims import Outcome
@@ -32,10 +34,17 @@ logger = logging.getLogger(__name__)
 
 
 def delay(outcome: Outcome, settings: Settings) -> float | None:
-    """Seconds before the run is retried; None when it is not (succeeded, or failed for good)."""
+    """Seconds before the run is retried; None when it is not (succeeded, or failed for good).
+
+    A job's ``Fail(not_before=...)`` may ask for later, never for sooner: a
+    number of seconds here, a time in the statement (``not_befores``).
+    """
     if outcome.run_status != RunStatus.RETRYING:
         return None
-    return _backoff(outcome, settings)
+    backoff = _backoff(outcome, settings)
+    if isinstance(outcome.not_before, (int, float)):
+        return max(backoff, float(outcome.not_before))
+    return backoff
 
 
 def _backoff(outcome: Outcome, settings: Settings) -> float:
@@ -58,6 +67,10 @@ def record_params(outcomes: Sequence[Outcome], settings: Settings) -> dict[str, 
         "delays": [delay(o, settings) for o in outcomes],
         "values": [o.value for o in outcomes],
         "error_classes": [o.error_class for o in outcomes],
+        "not_befores": [
+            o.not_before if isinstance(o.not_before, datetime) else None for o in outcomes
+        ],
+        "details": [Jsonb(o.detail) if o.detail else None for o in outcomes],
     }
 
 
@@ -70,7 +83,39 @@ NOTHING_TO_RECORD: Mapping[str, Any] = {
     "delays": [],
     "values": [],
     "error_classes": [],
+    "not_befores": [],
+    "details": [],
 }
+
+
+def record_defers(
+    conn: BaseDatabaseWrapper,
+    now: datetime | None,
+    outcomes: Sequence[Outcome],
+    settings: Settings,
+) -> dict[int, str]:
+    """Record the jobs' Defers (``executor_defer``, fenced on the token): id -> run status."""
+    defers = [o.defer for o in outcomes if o.defer is not None]
+    assert len(defers) == len(outcomes), "only deferred outcomes"
+    rows = db.fetch(
+        conn,
+        queries.EXECUTOR_DEFER,
+        {
+            "now": now,
+            "ids": [o.claim.run_id for o in outcomes],
+            "tokens": [o.claim.token for o in outcomes],
+            "attempted": [d.attempted for d in defers],
+            "untils": [d.until for d in defers],
+            "delays": [d.delay for d in defers],
+            "reasons": [clean_text(d.reason or "deferred")[:MAX_ERROR_CHARS] for d in defers],
+            "details": [Jsonb(o.detail) if o.detail else None for o in outcomes],
+            "max_delay": settings.DEFER_MAX,
+            "max_attempts": MAX_ATTEMPTS,
+        },
+    )
+    return {row.id: row.status for row in rows}
+
+
 NOTHING_TO_CLAIM: Mapping[str, Any] = {
     "limit": 0,
     "jobs": [],

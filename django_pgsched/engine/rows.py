@@ -78,6 +78,7 @@ class PassRow(NamedTuple):
     claim_expires_at: datetime
     task_call: Any  # a django.tasks call (JSON object, decoded) or None
     priority: int
+    tenant: str
     recorded_ids: list[int] | None
     recorded_statuses: list[str] | None
     next_due: datetime | None
@@ -118,6 +119,13 @@ class Renewed(NamedTuple):
 
 class Failed(NamedTuple):
     """``executor_fail_minimal``: a run moved out of ``running`` by the fallback write."""
+
+    id: int
+    status: str
+
+
+class Deferred(NamedTuple):
+    """``executor_defer``: a run a job deferred, and its status now."""
 
     id: int
     status: str

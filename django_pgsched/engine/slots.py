@@ -22,11 +22,13 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import NamedTuple
 
 from django.db import close_old_connections
 
 from ..limits import MAX_ERROR_CHARS
+from ..outcomes import Defer, Fail, LeaseLost
 from ..registry import get_job
 from ..statuses import AttemptStatus
 from . import failpoints
@@ -224,14 +226,26 @@ class Slots:
 
 def _outcome(claim: Claim, was: ClaimState, invoked: Invoked, now: float) -> Outcome:
     elapsed = claim.elapsed(now)
+    detail = claim.context.detail or None
     if was is ClaimState.OVERDUE:
         error = (
             f"timed out: still running {claim.timeout.total_seconds():g}s after it "
             f"started; returned after {elapsed:.3g}s\n{invoked.error}"
         ).rstrip()
         return Outcome(
-            claim, AttemptStatus.TIMED_OUT, error, elapsed, error_class=invoked.error_class
+            claim,
+            AttemptStatus.TIMED_OUT,
+            error,
+            elapsed,
+            error_class=invoked.error_class,
+            detail=detail,
         )
+    if invoked.lease_lost:
+        # It stopped because the lease could not be re-asserted in time, yet the
+        # lease is still ours (a lost one is abandoned, and its result discarded):
+        # give the attempt back, and try again shortly.
+        defer = Defer(delay=1.0, attempted=False, reason=invoked.error)
+        return Outcome(claim, AttemptStatus.DEFERRED, invoked.error, elapsed, defer=defer)
     return Outcome(
         claim,
         invoked.status,
@@ -240,29 +254,40 @@ def _outcome(claim: Claim, was: ClaimState, invoked: Invoked, now: float) -> Out
         invoked.retry,
         invoked.value,
         invoked.error_class,
+        defer=invoked.defer,
+        not_before=invoked.not_before,
+        detail=detail,
     )
 
 
 class Invoked(NamedTuple):
     """What calling a job did."""
 
-    status: AttemptStatus  # succeeded or failed
+    status: AttemptStatus  # succeeded, failed or deferred
     error: str = ""
     retry: bool = True  # whether a failure may be retried
     value: str | None = None  # JSON text of the return value (registry entries with a runner)
     error_class: str = ""
+    defer: Defer | None = None  # it raised (or returned) Defer
+    not_before: datetime | float | None = None  # Fail(not_before=...)
+    lease_lost: bool = False  # it raised LeaseLost: it stopped, having done nothing more
 
 
 def invoke(claim: Claim, *, like_a_request: bool) -> Invoked:
     """Run ``claim``'s job and say what happened.
 
-    A job's failure is data: every exception (even ``SystemExit``) becomes a
-    failed attempt with its traceback and its class, never a crash. A registry
-    entry with a ``runner`` (django.tasks' tasks) is handed the claim itself
-    and returns the JSON text of its return value, recorded with a succeeded
-    attempt. On a slot thread (``like_a_request``) the job's database
-    connections are handled as Django handles a request's: closed if unusable
-    or past ``CONN_MAX_AGE`` before and after.
+    Returning is success; raising is a failure, retried. Raising (or
+    returning) :class:`~django_pgsched.outcomes.Defer` defers the run;
+    :class:`~django_pgsched.outcomes.Fail` fails it with options;
+    :class:`~django_pgsched.outcomes.LeaseLost` says it stopped because the
+    lease could not be re-asserted. A job's failure is data: every exception
+    (even ``SystemExit``) becomes a failed attempt with its traceback and its
+    class, never a crash. A registry entry with a ``runner`` (django.tasks'
+    tasks) is handed the claim itself and returns the JSON text of its return
+    value, recorded with a succeeded attempt. On a slot thread
+    (``like_a_request``) the job's database connections are handled as Django
+    handles a request's: closed if unusable or past ``CONN_MAX_AGE`` before
+    and after.
     """
     spec = get_job(claim.job)
     try:
@@ -274,10 +299,24 @@ def invoke(claim: Claim, *, like_a_request: bool) -> Invoked:
         if spec.runner is not None:
             return Invoked(AttemptStatus.SUCCEEDED, value=spec.runner(claim))
         if spec.takes_context:
-            spec.func(claim.context, **claim.kwargs)
+            returned = spec.func(claim.context, **claim.kwargs)
         else:
-            spec.func(**claim.kwargs)
+            returned = spec.func(**claim.kwargs)
+        if isinstance(returned, Defer):
+            return Invoked(AttemptStatus.DEFERRED, clean_text(returned.reason), defer=returned)
         return Invoked(AttemptStatus.SUCCEEDED)
+    except Defer as exc:
+        return Invoked(AttemptStatus.DEFERRED, clean_text(exc.reason), defer=exc)
+    except Fail as exc:
+        return Invoked(
+            AttemptStatus.FAILED,
+            clean_text(exc.message)[:MAX_ERROR_CHARS],
+            exc.retry,
+            error_class=class_path(type(exc)),
+            not_before=exc.not_before,
+        )
+    except LeaseLost as exc:
+        return Invoked(AttemptStatus.FAILED, clean_text(f"lease lost: {exc}"), lease_lost=True)
     except BaseException as exc:
         return Invoked(AttemptStatus.FAILED, format_error(exc), True, None, class_path(type(exc)))
     finally:

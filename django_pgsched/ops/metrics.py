@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 
 from .. import events
 from ..conf import get_settings
+from ..delivery.models import BreakerState
 from ..statuses import TERMINAL_STATUSES, UNFINISHED_STATUSES, RunStatus, ScheduleStatus
 
 if TYPE_CHECKING:
@@ -86,6 +87,18 @@ class Metrics:
         self.leases_reaped = Counter(
             "pgsched_leases_reaped", "Expired leases this replica's reaper recovered.", registry=r
         )
+        self.http = Counter(
+            "pgsched_http_deliveries",
+            "pgsched.http attempts this replica made, by how they ended.",
+            ["outcome"],
+            registry=r,
+        )
+        self.breaker_changes = Counter(
+            "pgsched_breaker_transitions",
+            "Circuit breaker state changes this replica made, by the state entered.",
+            ["state"],
+            registry=r,
+        )
 
     # -- event receivers ---------------------------------------------------------------
 
@@ -141,8 +154,16 @@ class Metrics:
             if status in TERMINAL_STATUSES:
                 self.finished.labels(queue, job, status).inc()
 
+    def on_http(self, sender: object, outcome: str, **kwargs: Any) -> None:
+        self.http.labels(outcome).inc()
+
+    def on_breaker(self, sender: object, state: str, **kwargs: Any) -> None:
+        self.breaker_changes.labels(state).inc()
+
     def connect(self) -> None:
         uid = f"pgsched-metrics-{id(self)}"
+        events.http_delivered.connect(self.on_http, weak=False, dispatch_uid=uid)
+        events.breaker_changed.connect(self.on_breaker, weak=False, dispatch_uid=uid)
         events.occurrences_planned.connect(self.on_planned, weak=False, dispatch_uid=uid)
         events.occurrences_backfilled.connect(self.on_backfilled, weak=False, dispatch_uid=uid)
         events.attempt_finished.connect(self.on_attempt, weak=False, dispatch_uid=uid)
@@ -157,6 +178,8 @@ class Metrics:
             events.attempt_finished,
             events.lease_lost,
             events.leases_reaped,
+            events.http_delivered,
+            events.breaker_changed,
         ):
             signal.disconnect(dispatch_uid=uid)
 
@@ -177,6 +200,8 @@ class DatabaseCollector(Collector):
                 )
                 db_time, backlog, broken = cursor.fetchone()
                 after = time.time()
+                cursor.execute("SELECT state, count(*) FROM pgsched_breaker GROUP BY state")
+                breakers = dict(cursor.fetchall())
         except DatabaseError:
             logger.warning("metrics: the database did not answer", exc_info=True)
             return
@@ -190,6 +215,14 @@ class DatabaseCollector(Collector):
             "Schedules marked broken: their definition cannot be evaluated (see last_error).",
             value=broken,
         )
+        by_state = GaugeMetricFamily(
+            "pgsched_breakers",
+            "Circuit breakers of HTTP delivery, by state (closed, open, half_open).",
+            labels=["state"],
+        )
+        for state in BreakerState.values:
+            by_state.add_metric([state], breakers.get(state, 0))
+        yield by_state
         yield GaugeMetricFamily(
             "pgsched_clock_skew_seconds",
             "This replica's clock minus the database's.",

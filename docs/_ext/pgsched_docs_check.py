@@ -164,8 +164,15 @@ def check_metrics(text: str, warn: Callable[[str], None]) -> None:
         if kind in ("counter", "histogram"):
             name = value._name + ("_total" if kind == "counter" else "")
             expected[name] = (kind, set(value._labelnames))
-    for name in re.findall(r'GaugeMetricFamily\(\s*"(\w+)"', inspect.getsource(metrics)):
-        expected[name] = ("gauge", set())
+    gauges = re.findall(
+        r'GaugeMetricFamily\(\s*"(\w+)",\s*"[^"]*",\s*(?:labels=\[([^\]]*)\])?',
+        inspect.getsource(metrics),
+    )
+    for name, labels in gauges:
+        expected[name] = (
+            "gauge",
+            {label.strip().strip('"') for label in labels.split(",") if label},
+        )
     rows = _metric_rows(text)
     for name in sorted(set(expected) - set(rows)):
         warn(f"metric {name} has no table row")

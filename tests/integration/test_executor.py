@@ -514,6 +514,8 @@ def executor_params(limit: int) -> dict:
         "delays": [],
         "values": [],
         "error_classes": [],
+        "not_befores": [],
+        "details": [],
         "limit": limit,
         "jobs": ["tests.noop"],
         "queues": None,
