@@ -90,4 +90,18 @@ def evaluate(results: Results) -> list[dict[str, Any]]:
                         f"django.tasks enqueue + execute ≥ 5× django-tasks-db "
                         f"(concurrency {c} vs {c} db_worker)", 5.0)
         )  # fmt: skip
+    ratio = _get(results, "delivery", "throughput", "ratios", "ours_c32/loop_c32")
+    out += [
+        _goal("delivery", "HTTP deliveries at concurrency 32 ≥ 0.5× a plain urllib3 loop "
+              "(a connection per request each)",
+              ratio.get("median") if ratio else None, lambda v: v >= 0.5,
+              f"ours_c32/loop_c32 = {ratio['median']:.2f} (per-rep {ratio['min']:.2f}–"
+              f"{ratio['max']:.2f})" if ratio and ratio.get("median") else "not measured"),
+        _figure_goal("delivery-rss", "RSS flat over the delivery soak (growth ≤ 5 %)",
+                     _get(results, "delivery", "soak", "growth_pct"), lambda v: v <= 5,
+                     "{:.1f} %"),
+        _figure_goal("breaker-writes", "a dead destination: ≤ 1 write per run per cool-down",
+                     _get(results, "delivery", "breaker_on", "writes_per_run_per_cooldown"),
+                     lambda v: v <= 1, "{:.3f} writes per run per cool-down"),
+    ]  # fmt: skip
     return out

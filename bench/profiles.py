@@ -64,6 +64,13 @@ class Profile:
     beat_minutes: int = 2
     beat_replicas: tuple[int, ...] = (1, 2)
     beat_loglevel: str = "INFO"  # as django-celery-beat's documentation starts it
+    # HTTP delivery (pgsched.http): throughput at concurrency 32 beside a urllib3 loop,
+    # an RSS soak at a steady rate, and the writes a dead destination costs
+    delivery_soak_seconds: float = 120.0
+    delivery_soak_rate: int = 50  # deliveries a second (interval schedules of 1 s)
+    breaker_runs: int = 500
+    breaker_cooldown: float = 2.0
+    breaker_seconds: float = 30.0
 
     fsync_test: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
@@ -87,6 +94,8 @@ FULL = replace(
     burst_reps=3,
     idle_seconds=60.0,
     soak_seconds=600.0,
+    delivery_soak_seconds=600.0,
+    breaker_seconds=60.0,
     admin_rows=5_000_000,
     opentx_phase=60.0,
     beat_sizes=(1_000, 10_000, 50_000, 100_000),

@@ -22,6 +22,7 @@ from typing import Any
 from . import (
     b_admin,
     b_beat,
+    b_delivery,
     b_executor,
     b_idle,
     b_jitter,
@@ -51,6 +52,7 @@ BENCHMARKS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "opentx": b_opentx.run,
     "tasks": b_tasks.run,
     "beat": b_beat.run,
+    "delivery": b_delivery.run,
 }
 # run only when named with --only (what-if measurements of proposed engine changes)
 EXTRA: dict[str, Callable[[Context], dict[str, Any]]] = {

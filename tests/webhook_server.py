@@ -12,7 +12,8 @@ by path:
   ``/redirect?to=URL`` answers 302; ``/reset`` closes the socket at once.
 - ``server.script(path, [(status, headers, body), ...])`` makes ``path`` answer
   with each response in turn, then repeat the last.
-- ``server.hold(path)`` makes requests to ``path`` wait until ``release()``.
+- ``server.hold(path)`` makes requests to ``path`` wait until the returned event
+  is set (``/hold`` and ``/held`` then answer 200).
 
 With ``tls=True`` it serves HTTPS with a certificate for ``localhost``,
 ``hooks.test`` and 127.0.0.1 from a test CA (``trustme``); ``server.ca`` can
@@ -84,7 +85,7 @@ class _Handler(BaseHTTPRequestHandler):
         scripted = owner._next_scripted(path)
         if scripted is not None:
             self._send(*scripted)
-        elif path == "/ok":
+        elif path in ("/ok", "/hold", "/held"):
             self._send(200, {}, b"ok")
         elif path.startswith("/status/"):
             code = int(path.rsplit("/", 1)[1])

@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -207,3 +209,51 @@ def execute(conn: BaseDatabaseWrapper, command: queries.Command, params: Mapping
     with cursor(conn) as cur:
         cur.execute(command.sql, params)
         return int(cur.rowcount)
+
+
+class SessionPool:
+    """Scheduler sessions for work done on job threads (``RunContext.ensure_lease()``).
+
+    Not the job's own connection, which may be inside the job's transaction (a
+    fenced renewal there would not be committed, nor seen, until the job's
+    transaction is): separate connections, configured like a loop's session
+    (``application_name`` ``pgsched <role> <worker id>``, the timeouts), in
+    autocommit, kept idle between uses. At most as many as uses at once; closed
+    when the pool is garbage-collected, or by :meth:`close`.
+    """
+
+    def __init__(self, using: str, role: str) -> None:
+        self.using = using
+        self.role = role
+        self._idle: list[BaseDatabaseWrapper] = []
+        self._lock = threading.Lock()
+        weakref.finalize(self, _close_all, self._idle)
+
+    @contextmanager
+    def session(self) -> Iterator[BaseDatabaseWrapper]:
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = connections.create_connection(self.using)
+            conn.inc_thread_sharing()  # used by one thread at a time, not always the same
+        try:
+            configure(conn, self.role)
+            yield conn
+        except (OperationalError, InterfaceError):
+            discard(conn)
+            raise
+        with self._lock:
+            self._idle.append(conn)
+
+    def close(self) -> None:
+        with self._lock:
+            _close_all(self._idle)
+
+
+def _close_all(idle: list[BaseDatabaseWrapper]) -> None:
+    while idle:
+        conn = idle.pop()
+        try:
+            conn.close()
+        except Exception:  # pragma: no cover - closing a dead socket may fail in odd ways
+            logger.debug("closing a pooled session failed", exc_info=True)

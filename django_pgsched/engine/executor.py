@@ -112,6 +112,7 @@ class Executor:
         self._unwritten: list[Outcome] = []  # taken from the slots, not yet written
         self.claim_cursor = ClaimCursor(clock)
         self._next_due = NextDue(clock)
+        self.lease_sessions = db.SessionPool(self.using, "executor")
 
     # -- public --------------------------------------------------------------------
 
@@ -302,32 +303,39 @@ class Executor:
     def ensure_lease(self, claim: Claim, needed: float = 0.0) -> None:
         """Re-assert ``claim``'s lease now, from its job's thread (``RunContext.ensure_lease``).
 
-        A fenced renewal (``executor_renew`` for this run and token) on the job
-        thread's own connection. If the run is no longer ours, the claim is
-        abandoned, as a renewal would, and :class:`LeaseLost` is raised; so it
-        is if this replica cannot trust the lease for ``needed`` more seconds
-        (trust counts from when the renewal was sent: a slow answer does not
-        stretch it).
+        If this replica trusts the lease for ``needed`` more seconds, a fenced
+        read (``executor_check``: the run still carries our token); else a
+        fenced renewal (``executor_renew``). Either runs on a scheduler session
+        of its own (``lease_sessions``), never on the job's connection. If the
+        run is no longer ours, the claim is abandoned, as a renewal would, and
+        :class:`LeaseLost` is raised; so it is if the lease cannot be trusted
+        for ``needed`` more seconds (trust counts from when the renewal was
+        sent: a slow answer does not stretch it).
         """
         failpoints.hit("executor.before_send")
         requested = self.clock()
+        # trusted long enough already: a fenced read will do; else a fenced renewal
+        renew = claim.lease.trust_until - requested < needed
+        statement: Any = queries.EXECUTOR_RENEW if renew else queries.EXECUTOR_CHECK
+        params = {
+            "now": None,
+            "ids": [claim.run_id],
+            "tokens": [claim.token],
+            "lease_factor": self.settings.LEASE_FACTOR,
+        }
         try:
-            rows = db.fetch(
-                connections[self.using],
-                queries.EXECUTOR_RENEW,
-                {
-                    "now": None,
-                    "ids": [claim.run_id],
-                    "tokens": [claim.token],
-                    "lease_factor": self.settings.LEASE_FACTOR,
-                },
-            )
+            if self.inline:  # the job runs in the loop's thread: its session (tests)
+                rows = db.fetch(connections[self.using], statement, params)
+            else:
+                with self.lease_sessions.session() as conn:
+                    rows = db.fetch(conn, statement, params)
         except DatabaseError as exc:
             raise LeaseLost(f"the lease could not be re-asserted: {exc}") from exc
         answered = self.clock()
         with self.slots.lock:
             if rows:
-                claim.lease.renewed(requested_at=requested, answered_at=answered)
+                if renew:
+                    claim.lease.renewed(requested_at=requested, answered_at=answered)
             else:
                 claim.lease.released()
                 if claim.state.leased:

@@ -72,6 +72,7 @@ PLANNER_APPLY = Statement("planner_apply", rows.Applied)
 PLANNER_MARK_BROKEN = Command("planner_mark_broken")
 EXECUTOR_PASS = Statement("executor_pass", rows.PassRow)
 EXECUTOR_DEFER = Statement("executor_defer", rows.Deferred)
+EXECUTOR_CHECK = Statement("executor_check", rows.Checked)
 EXECUTOR_RENEW = Statement("executor_renew", rows.Renewed)
 EXECUTOR_FAIL_MINIMAL = Statement("executor_fail_minimal", rows.Failed)
 EXECUTOR_RELEASE = Statement("executor_release", rows.Released)
@@ -92,6 +93,7 @@ STATEMENTS: tuple[Statement[Any] | Command, ...] = (
     PLANNER_MARK_BROKEN,
     EXECUTOR_PASS,
     EXECUTOR_DEFER,
+    EXECUTOR_CHECK,
     EXECUTOR_RENEW,
     EXECUTOR_FAIL_MINIMAL,
     EXECUTOR_RELEASE,

@@ -297,6 +297,17 @@ recorded AS (
 SELECT id, status FROM deferred;
 
 
+-- name: executor_check
+-- A job re-asserts its lease (RunContext.ensure_lease) when this replica still
+-- trusts it for as long as the job needs: is the run still ours, under this
+-- token? A read, fenced like a write (a reaped, cancelled or re-claimed run has
+-- another token, or none). When the trust is too short, executor_renew instead.
+SELECT r.id
+  FROM pgsched_job_run r
+  JOIN unnest(%(ids)b::bigint[], %(tokens)b::uuid[]) AS l(id, token) ON r.id = l.id
+ WHERE r.claimed_by = l.token;
+
+
 -- name: executor_renew
 -- Lease rule 2: extend the leases still ours; a missing id means the lease is lost.
 WITH clock AS (

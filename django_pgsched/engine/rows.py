@@ -110,6 +110,12 @@ class TaskEnqueued(NamedTuple):
     notified: Any
 
 
+class Checked(NamedTuple):
+    """``executor_check``: a run still held under the token asked about."""
+
+    id: int
+
+
 class Renewed(NamedTuple):
     """``executor_renew``: a lease still ours, extended."""
 

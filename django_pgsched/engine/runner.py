@@ -236,6 +236,7 @@ class Runner:
                     wait = min(wait, 0.2)
                 executor.wake.wait(wait)
         finally:
+            executor.lease_sessions.close()
             self._executor_done.set()
 
     def _maintenance_loop(self) -> None:

@@ -200,11 +200,16 @@ class DatabaseCollector(Collector):
                 )
                 db_time, backlog, broken = cursor.fetchone()
                 after = time.time()
-                cursor.execute("SELECT state, count(*) FROM pgsched_breaker GROUP BY state")
-                breakers = dict(cursor.fetchall())
         except DatabaseError:
             logger.warning("metrics: the database did not answer", exc_info=True)
             return
+        breakers: dict[str, int] | None = None
+        try:
+            with connections[alias].cursor() as cursor:
+                cursor.execute("SELECT state, count(*) FROM pgsched_breaker GROUP BY state")
+                breakers = dict(cursor.fetchall())
+        except DatabaseError:  # e.g. a role without access to pgsched_breaker: the rest stands
+            logger.warning("metrics: the circuit breakers could not be read", exc_info=True)
         yield GaugeMetricFamily(
             "pgsched_runs_due_backlog",
             "Runs due and not yet terminal (autoscale on this).",
@@ -215,14 +220,15 @@ class DatabaseCollector(Collector):
             "Schedules marked broken: their definition cannot be evaluated (see last_error).",
             value=broken,
         )
-        by_state = GaugeMetricFamily(
-            "pgsched_breakers",
-            "Circuit breakers of HTTP delivery, by state (closed, open, half_open).",
-            labels=["state"],
-        )
-        for state in BreakerState.values:
-            by_state.add_metric([state], breakers.get(state, 0))
-        yield by_state
+        if breakers is not None:
+            by_state = GaugeMetricFamily(
+                "pgsched_breakers",
+                "Circuit breakers of HTTP delivery, by state (closed, open, half_open).",
+                labels=["state"],
+            )
+            for state in BreakerState.values:
+                by_state.add_metric([state], breakers.get(state, 0))
+            yield by_state
         yield GaugeMetricFamily(
             "pgsched_clock_skew_seconds",
             "This replica's clock minus the database's.",

@@ -85,8 +85,8 @@ def test_the_database_refuses_oversized_payloads_written_by_sql(scenario: Scenar
 
 
 TABLES = ("pgsched_schedule", "pgsched_job_run", "pgsched_attempt", "pgsched_skipped_range",
-          "pgsched_schedule_change", "testapp_ledger", "testapp_witness", "faults_run_audit",
-          "faults_range_audit")  # fmt: skip
+          "pgsched_schedule_change", "pgsched_breaker", "testapp_ledger", "testapp_witness",
+          "faults_run_audit", "faults_range_audit")  # fmt: skip
 
 
 def test_the_scheduler_needs_no_superuser(scenario: Scenario) -> None:

@@ -324,6 +324,7 @@ def test_a_reaped_run_sends_nothing(transactional_db, server):
                 time.sleep(0.01)
         finally:
             executor.stopping.set()
+            executor.lease_sessions.close()
             gate.set()
     run.refresh_from_db()
     assert run.status == "retrying"
@@ -360,6 +361,7 @@ def test_a_lost_lease_cuts_the_request_in_flight(transactional_db, server):
         finally:
             held.set()
             executor.stopping.set()
+            executor.lease_sessions.close()
     run.refresh_from_db()
     assert run.status == "cancelled"
 

@@ -198,3 +198,33 @@ def test_the_evidence_is_shown_escaped(admin_client, db):
     text = content.decode()
     assert "93.184.216.34:443" in text and "connect 12 ms" in text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "<script>alert(1)" not in text
+
+
+# -- the other entrances: settings, the ORM, enqueue() -------------------------------------
+
+
+def test_a_declared_http_schedule_is_checked_like_any_other(db, settings):
+    from django.core.exceptions import ValidationError
+
+    from django_pgsched import enqueue
+    from django_pgsched.conf import get_settings
+    from django_pgsched.ops import checks
+    from django_pgsched.ops.sync import build
+
+    good = {"job": "pgsched.http", "cron": "0 0 6 * * *", "kwargs": {"url": "https://x.example/"}}
+    assert build("digest", good).kwargs == {"url": "https://x.example/"}
+    bad = {**good, "kwargs": {"url": "http://192.168.1.10/"}}
+    with pytest.raises(ValidationError, match=r"192\.168\.1\.10 is not a public address"):
+        build("digest", bad)
+    settings.PGSCHED = {"SCHEDULES": {"digest": bad}}
+    errors = [m for m in checks.check_settings(None) if m.id == "pgsched.E005"]
+    assert errors and "192.168.1.10" in errors[0].msg
+    settings.PGSCHED = {}
+    assert get_settings().SCHEDULES == {}
+    s = Schedule(name="orm", job="pgsched.http", cron="0 * * * *", kwargs={"url": "gopher://x/"})
+    with pytest.raises(ValidationError, match="scheme must be"):
+        s.full_clean()
+    with pytest.raises(ValidationError, match="credentials"):
+        enqueue("pgsched.http", kwargs={"url": "https://u:p@x.example/"})
+    with pytest.raises(ValidationError, match="longer than the run's timeout"):
+        enqueue("pgsched.http", kwargs={"url": "https://x.example/", "timeout": 90})
