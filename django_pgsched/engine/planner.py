@@ -129,30 +129,63 @@ class Planner:
 
     def _transaction(self, now: datetime | None, *, one_by_one: bool) -> PlanResult:
         with db.session("planner", self.using) as conn:
+            if not one_by_one and db.can_pipeline(conn):
+                return self._pass_in_two_round_trips(conn, now)
             with transaction.atomic(using=self.using):
                 return self._pass(conn, now, one_by_one)
 
-    def _pass(
-        self, conn: BaseDatabaseWrapper, now: datetime | None, one_by_one: bool
-    ) -> PlanResult:
+    def _claim(
+        self, conn: BaseDatabaseWrapper, now: datetime | None, pipelined: db.Pipelined | None = None
+    ) -> tuple[datetime, list[_Row]]:
+        """Claim a batch of due schedules and decide each one's runs."""
         s = self.settings
-        claimed = db.fetch(
-            conn,
-            queries.PLANNER_CLAIM,
-            {"now": now, "lookahead": s.PLANNER_LOOKAHEAD, "batch": self.batch},
+        params = {"now": now, "lookahead": s.PLANNER_LOOKAHEAD, "batch": self.batch}
+        claimed = (
+            pipelined.fetch(queries.PLANNER_CLAIM, params)
+            if pipelined is not None
+            else db.fetch(conn, queries.PLANNER_CLAIM, params)
         )
         db_now = claimed[0].db_now  # the first row always carries the database time
         rows = [_Row(schedule, schedule.id) for schedule in claimed if schedule.id is not None]
-        if not rows:
-            return PlanResult(db_now=db_now)
-        failpoints.hit("planner.after_claim")
-
+        if rows:
+            failpoints.hit("planner.after_claim")
         memo: dict[tuple[Any, ...], tuple[timetable.Timetable, Decision]] = {}
         for row in rows:
             self._decide(row, db_now, memo)
             if row.decision is not None:
                 self._unplanned(row, db_now)
+        return db_now, rows
 
+    def _pass_in_two_round_trips(
+        self, conn: BaseDatabaseWrapper, now: datetime | None
+    ) -> PlanResult:
+        """A pass in one transaction and two round trips: the claim; the apply with the commit.
+
+        The usual shape of a pass (in autocommit, pipeline mode): the claim
+        travels with the BEGIN (and ends with a sync, so the server's
+        idle-in-transaction timeout covers a replica that freezes here), the
+        apply with the COMMIT. A database error rolls the pass back and
+        raises; :meth:`run_once` then plans the batch one schedule at a time.
+        """
+        with db.transaction_in_two_round_trips(conn) as pipelined:
+            db_now, rows = self._claim(conn, now, pipelined)
+            if not rows:
+                return PlanResult(db_now=db_now)  # leaving without a commit rolls back
+            apply, mark = self._send_apply(pipelined, rows)
+            failpoints.hit("planner.before_commit")
+            pipelined.commit()  # the apply and the commit travel together
+            inserted = db.rows(apply)[0].inserted if apply is not None else []
+            if mark is not None:
+                db.rows(mark)
+        return self._result(db_now, rows, list(inserted))
+
+    def _pass(
+        self, conn: BaseDatabaseWrapper, now: datetime | None, one_by_one: bool
+    ) -> PlanResult:
+        """A pass inside a transaction of Django's (a test's, or one schedule at a time)."""
+        db_now, rows = self._claim(conn, now)
+        if not rows:
+            return PlanResult(db_now=db_now)
         if not one_by_one:  # no savepoint: see the module's docstring
             inserted = self._apply(conn, rows)
         else:
@@ -253,75 +286,93 @@ class Planner:
 
         Returns the schedule id of every run actually inserted.
         """
-        planned = [row for row in rows if row.decision is not None]
-        broken = [row for row in rows if row.decision is None]
+        planned, broken = _split(rows)
         inserted: list[int] = []
         if planned:
-            jobs = sorted({row.schedule.job for row in planned})
-            defaults = [self._defaults(job) for job in jobs]
-            run_ids: list[int] = []
-            run_times: list[datetime] = []
-            run_fire_after: list[datetime] = []
-            spans: list[tuple[int, Skipped, datetime | None]] = []
-            for row in planned:
-                runs = row.decision.runs  # type: ignore[union-attr]
-                run_ids.extend([row.id] * len(runs))
-                run_times.extend(runs)
-                run_fire_after.extend(_fire_after(row, runs))
-                spans.extend((row.id, s, self._previous(row, s)) for s in row.spans)
-            params = {
-                "job_names": jobs,
-                "job_queues": [d.queue for d in defaults],
-                "job_attempts": [d.max_attempts for d in defaults],
-                "job_timeouts": [d.timeout for d in defaults],
-                "job_priorities": [d.priority for d in defaults],
-                "ids": [row.id for row in planned],
-                "next_fire_at": [row.decision.next_fire_at for row in planned],  # type: ignore[union-attr]
-                "last_fire_at": [
-                    row.decision.runs[-1] if row.decision.runs else None  # type: ignore[union-attr]
-                    for row in planned
-                ],
-                "skipped": [
-                    row.decision.skipped + row.decision.gap_skipped  # type: ignore[union-attr]
-                    for row in planned
-                ],
-                "run_schedule_ids": run_ids,
-                "run_times": run_times,
-                "run_fire_after": run_fire_after,
-                "span_schedule_ids": [sid for sid, _, _ in spans],
-                "span_first": [s.first for _, s, _ in spans],
-                "span_last": [s.last for _, s, _ in spans],
-                "span_count": [s.count for _, s, _ in spans],
-                "span_reason": [s.reason for _, s, _ in spans],
-                "span_previous": [previous for _, _, previous in spans],
-            }
-            (applied,) = db.fetch(conn, queries.PLANNER_APPLY, params)
+            (applied,) = db.fetch(conn, queries.PLANNER_APPLY, self._apply_params(planned))
             inserted = applied.inserted
         if broken:
-            db.execute(
-                conn,
-                queries.PLANNER_MARK_BROKEN,
-                {"ids": [row.id for row in broken], "errors": [row.error for row in broken]},
-            )
+            db.execute(conn, queries.PLANNER_MARK_BROKEN, _broken_params(broken))
         return list(inserted)
+
+    def _send_apply(self, pipelined: db.Pipelined, rows: Sequence[_Row]) -> tuple[Any, Any]:
+        """:meth:`_apply`, queued in a pipeline: its two cursors (None: nothing sent)."""
+        planned, broken = _split(rows)
+        apply = (
+            pipelined.send(queries.PLANNER_APPLY, self._apply_params(planned)) if planned else None
+        )
+        mark = (
+            pipelined.send(queries.PLANNER_MARK_BROKEN, _broken_params(broken)) if broken else None
+        )
+        return apply, mark
+
+    def _apply_params(self, planned: Sequence[_Row]) -> dict[str, Any]:
+        jobs = sorted({row.schedule.job for row in planned})
+        defaults = [self._defaults(job) for job in jobs]
+        run_ids: list[int] = []
+        run_times: list[datetime] = []
+        run_fire_after: list[datetime] = []
+        spans: list[tuple[int, Skipped, datetime | None]] = []
+        for row in planned:
+            runs = row.decision.runs  # type: ignore[union-attr]
+            run_ids.extend([row.id] * len(runs))
+            run_times.extend(runs)
+            run_fire_after.extend(_fire_after(row, runs))
+            spans.extend((row.id, s, self._previous(row, s)) for s in row.spans)
+        return {
+            "job_names": jobs,
+            "job_queues": [d.queue for d in defaults],
+            "job_attempts": [d.max_attempts for d in defaults],
+            "job_timeouts": [d.timeout for d in defaults],
+            "job_priorities": [d.priority for d in defaults],
+            "ids": [row.id for row in planned],
+            "next_fire_at": [row.decision.next_fire_at for row in planned],  # type: ignore[union-attr]
+            "last_fire_at": [
+                row.decision.runs[-1] if row.decision.runs else None  # type: ignore[union-attr]
+                for row in planned
+            ],
+            "skipped": [
+                row.decision.skipped + row.decision.gap_skipped  # type: ignore[union-attr]
+                for row in planned
+            ],
+            "run_schedule_ids": run_ids,
+            "run_times": run_times,
+            "run_fire_after": run_fire_after,
+            "span_schedule_ids": [sid for sid, _, _ in spans],
+            "span_first": [s.first for _, s, _ in spans],
+            "span_last": [s.last for _, s, _ in spans],
+            "span_count": [s.count for _, s, _ in spans],
+            "span_reason": [s.reason for _, s, _ in spans],
+            "span_previous": [previous for _, _, previous in spans],
+        }
 
     def _result(self, db_now: datetime, rows: Sequence[_Row], inserted: list[int]) -> PlanResult:
         by_id = {row.id: row for row in rows}
+        defaults: dict[str, str] = {}  # job -> its default queue, resolved once per pass
+
+        def queue(row: _Row) -> str:
+            if row.schedule.queue:
+                return row.schedule.queue
+            job = row.schedule.job
+            if job not in defaults:
+                defaults[job] = self._defaults(job).queue
+            return defaults[job]
+
         created_by: Counter[tuple[str, str, str]] = Counter()
         for schedule_id in inserted:
             row = by_id[schedule_id]
-            created_by[(self._queue(row), row.schedule.job, row.kind)] += 1
+            created_by[(queue(row), row.schedule.job, row.kind)] += 1
         skipped_by: Counter[tuple[str, str, str, str]] = Counter()
         ledgered_by: Counter[tuple[str, str, str, str]] = Counter()
         for row in rows:
             if row.decision and row.decision.skipped:
-                key = (self._queue(row), row.schedule.job, row.kind, row.schedule.misfire_policy)
+                key = (queue(row), row.schedule.job, row.kind, row.schedule.misfire_policy)
                 skipped_by[key] += row.decision.skipped
             if row.decision and row.decision.gap_skips:
-                key = (self._queue(row), row.schedule.job, row.kind, GAP_REASON)
+                key = (queue(row), row.schedule.job, row.kind, GAP_REASON)
                 skipped_by[key] += row.decision.gap_skipped
             for s in row.spans if row.decision else ():
-                ledgered_by[(self._queue(row), row.schedule.job, row.kind, s.reason)] += s.count
+                ledgered_by[(queue(row), row.schedule.job, row.kind, s.reason)] += s.count
         return PlanResult(
             db_now=db_now,
             schedules=len(rows),
@@ -333,6 +384,15 @@ class Planner:
             ledgered_by=dict(ledgered_by),
             batch_full=len(rows) >= self.batch,
         )
+
+
+def _split(rows: Sequence[_Row]) -> tuple[list[_Row], list[_Row]]:
+    """(rows with a decision, broken rows)."""
+    return [r for r in rows if r.decision is not None], [r for r in rows if r.decision is None]
+
+
+def _broken_params(broken: Sequence[_Row]) -> dict[str, Any]:
+    return {"ids": [row.id for row in broken], "errors": [row.error for row in broken]}
 
 
 def _fire_after(row: _Row, runs: Sequence[datetime]) -> list[datetime]:
