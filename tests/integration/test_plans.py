@@ -63,20 +63,22 @@ def test_the_generic_claim_reads_the_claimable_index_and_stops_at_the_limit(db):
     (scan,) = [
         n
         for n in walk(plan)
-        if n.get("Index Name") == "pgsched_run_claimable_idx" and n["Node Type"] == "Index Scan"
+        if n.get("Index Name") == "pgsched_run_claim_order_idx" and n["Node Type"] == "Index Scan"
     ]
     assert scan["Actual Rows"] == 4, json.dumps(scan)
     floor = JobRun.objects.order_by("fire_after", "id").values_list("fire_after", "id")[10]
     plan = generic_plan(
         queries.EXECUTOR_PASS.sql,
-        {**executor_params(limit=4), "floor_at": floor[0], "floor_id": floor[1]},
+        {**executor_params(limit=4), "floor_rank": 0, "floor_at": floor[0], "floor_id": floor[1]},
     )
     (scan,) = [
         n
         for n in walk(plan)
-        if n.get("Index Name") == "pgsched_run_claimable_idx" and n["Node Type"] == "Index Scan"
+        if n.get("Index Name") == "pgsched_run_claim_order_idx" and n["Node Type"] == "Index Scan"
     ]
-    assert "ROW(fire_after, id) >= ROW(" in scan.get("Index Cond", ""), scan
+    assert "ROW((priority * '-1'::integer), fire_after, id) >= ROW(" in scan.get(
+        "Index Cond", ""
+    ), scan
     assert scan["Actual Rows"] == 4, json.dumps(scan)
 
 
