@@ -26,7 +26,7 @@ from tests import zone_oracle
 S = timedelta(seconds=1)
 H = timedelta(hours=1)
 POLICIES = [(g, f) for g in zoned.DST_GAP_POLICIES for f in zoned.DST_FOLD_POLICIES]
-EXAMPLES = int(os.environ.get("PGSCHED_TZ_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("PGSCHED_TZ_EXAMPLES", "40"))
 
 
 def at(*args: int) -> datetime:
