@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 
 from django_pgsched.engine.planner import Planner
+from django_pgsched.ledger.models import SkippedRange
 from django_pgsched.models import JobRun, Schedule
 from django_pgsched.ops.sync import sync_schedules
 from django_pgsched.timing import jitter
@@ -37,6 +38,15 @@ def test_gap_skip_counts_every_skipped_wall_clock_time(make_schedule):
     assert s.skipped_occurrences == 120
     assert result.skipped == 120
     assert result.skipped_by == {("default", "tests.noop", "cron", "dst_gap"): 120}
+    # the ledger records the range with its reason: the wall-clock times 02:00:00-02:59:30,
+    # as the instants they would have had at the offset before the change (+01:00)
+    (gap,) = SkippedRange.objects.filter(schedule=s)
+    assert (gap.reason, gap.count, gap.first, gap.last) == (
+        "dst_gap",
+        120,
+        at("2026-03-29 01:00:00"),
+        at("2026-03-29 01:59:30"),
+    )
 
 
 def test_gap_shift_fires_once_at_the_transition_and_counts_the_rest(make_schedule):
