@@ -11,7 +11,8 @@ from typing import Any
 
 import psycopg
 
-TABLES = "pgsched_attempt, pgsched_job_run, pgsched_schedule"
+# pgsched_skipped_range (the ledger) references the schedules, so it goes with them
+TABLES = "pgsched_attempt, pgsched_job_run, pgsched_skipped_range, pgsched_schedule"
 
 
 def reset(conn: psycopg.Connection[Any], *, schedules: bool = True) -> None:
