@@ -313,11 +313,12 @@ class Planner:
         run_times: list[datetime] = []
         run_fire_after: list[datetime] = []
         spans: list[tuple[int, Skipped, datetime | None]] = []
+        following: dict[tuple[int, datetime], datetime | None] = {}
         for row in planned:
             runs = row.decision.runs  # type: ignore[union-attr]
             run_ids.extend([row.id] * len(runs))
             run_times.extend(runs)
-            run_fire_after.extend(_fire_after(row, runs))
+            run_fire_after.extend(_fire_after(row, runs, following))
             spans.extend((row.id, s, self._previous(row, s)) for s in row.spans)
         return {
             "job_names": jobs,
@@ -395,17 +396,27 @@ def _broken_params(broken: Sequence[_Row]) -> dict[str, Any]:
     return {"ids": [row.id for row in broken], "errors": [row.error for row in broken]}
 
 
-def _fire_after(row: _Row, runs: Sequence[datetime]) -> list[datetime]:
-    """Each run's ``fire_after``: its occurrence, plus the schedule's jitter if it has one."""
+def _fire_after(
+    row: _Row,
+    runs: Sequence[datetime],
+    following: dict[tuple[int, datetime], datetime | None],
+) -> list[datetime]:
+    """Each run's ``fire_after``: its occurrence, plus the schedule's jitter if it has one.
+
+    ``following`` memoises the next occurrence per (timetable, occurrence) for the
+    pass: schedules that share a timetable share it (a herd on ``0 * * * *``).
+    """
     if not row.schedule.jitter or row.lattice is None:
         return list(runs)
     out = []
     for t in runs:
-        try:
-            following: datetime | None = row.lattice.next_after(t)
-        except timetable.TimetableError:
-            following = None
-        out.append(t + jitter.offset(row.id, t, row.schedule.jitter, following))
+        key = (id(row.lattice), t)
+        if key not in following:
+            try:
+                following[key] = row.lattice.next_after(t)
+            except timetable.TimetableError:
+                following[key] = None
+        out.append(t + jitter.offset(row.id, t, row.schedule.jitter, following[key]))
     return out
 
 
