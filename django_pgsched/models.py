@@ -784,6 +784,14 @@ class JobRun(models.Model):
                 condition=models.Q(schedule__isnull=True),
                 name="pgsched_run_one_off_idx",
             ),
+            # The history API (django_pgsched.history): one tenant's runs in the
+            # order of its pages, so a page of a day is a range read that stops
+            # after the page. Runs without a tenant take no entry.
+            models.Index(
+                fields=("tenant", "scheduled_for", "id"),
+                condition=~models.Q(tenant=""),
+                name="pgsched_run_tenant_idx",
+            ),
         )
 
     def __str__(self) -> str:
