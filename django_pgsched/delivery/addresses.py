@@ -9,6 +9,11 @@ refused if it lies in one of them, or (for IPv6) outside global unicast
 IPv4-compatible, NAT64 ``64:ff9b::/96``, 6to4 ``2002::/16``) are judged by the
 IPv4 address inside. Cloud metadata addresses are refused even when a
 project's ``ALLOW_NETWORKS`` covers them.
+
+Addresses are written with :func:`address_text`, never ``str()``: Python 3.13
+writes an IPv4-mapped address as ``::ffff:8.8.8.8`` where 3.11 and 3.12 write
+``::ffff:808:808``, and the text goes into the ``Host`` header, messages and
+an attempt's evidence, which must not depend on which Python a replica runs.
 """
 
 from __future__ import annotations
@@ -91,7 +96,20 @@ class Verdict:
     reason: str = ""  # why it was refused ("loopback", ...), or "allowed by ALLOW_NETWORKS"
 
     def __str__(self) -> str:
-        return f"{self.address} ({self.reason})" if self.reason else str(self.address)
+        text = address_text(self.address)
+        return f"{text} ({self.reason})" if self.reason else text
+
+
+def address_text(address: IPAddress) -> str:
+    """The canonical text of ``address``, the same on every Python version.
+
+    RFC 5952's compressed form, with an IPv4-mapped address in its mixed
+    notation (``::ffff:192.0.2.1``, section 5), as Python 3.13 writes it.
+    """
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        scope = f"%{address.scope_id}" if address.scope_id else ""
+        return f"::ffff:{address.ipv4_mapped}{scope}"
+    return address.compressed
 
 
 def embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:

@@ -30,7 +30,7 @@ import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.exceptions import HTTPError as Urllib3Error
 
-from .addresses import IPAddress
+from .addresses import IPAddress, address_text
 
 
 class Aborted(Exception):
@@ -261,10 +261,9 @@ def exchange(
             conn = cls(request.host, request.port, **options)
             conn.pin = pin
             conn._pgsched_address = address
+            text = address_text(address)
             result.address = (
-                f"[{address}]:{request.port}"
-                if address.version == 6
-                else (f"{address}:{request.port}")
+                f"[{text}]:{request.port}" if address.version == 6 else f"{text}:{request.port}"
             )
             try:
                 conn.connect()

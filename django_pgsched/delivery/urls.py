@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
-from .addresses import IPAddress, judge
+from .addresses import IPAddress, address_text, judge
 from .settings import HttpSettings
 
 MAX_URL_LENGTH = 2048
@@ -72,7 +72,7 @@ def _host(raw: str, settings: HttpSettings) -> tuple[str, IPAddress | None]:
             address: IPAddress = ipaddress.IPv6Address(inner)
         except ValueError:
             raise Refused(f"url: {raw!r} is not a valid IPv6 address") from None
-        return address.compressed, address
+        return address_text(address), address
     host = raw.lower()
     if host.endswith("."):
         host = host[:-1]  # an absolute name: the same host
@@ -136,7 +136,10 @@ def parse_url(url: object, settings: HttpSettings) -> Target:
     if literal is not None:
         verdict = judge(literal, settings.ALLOW_NETWORKS)
         if not verdict.allowed:
-            raise Refused(f"url: destination {literal} is not a public address ({verdict.reason})")
+            raise Refused(
+                f"url: destination {address_text(literal)} is not a public address "
+                f"({verdict.reason})"
+            )
     path = quote(parts.path or "/", safe="!$%&'()*+,/:;=@~")
     if parts.query:
         query = quote(parts.query, safe="!$%&'()*+,/:;=?@~")

@@ -24,7 +24,7 @@ from functools import cache
 
 from django.utils.module_loading import import_string
 
-from .addresses import IPAddress, judge
+from .addresses import IPAddress, address_text, judge
 from .settings import HttpSettings
 from .urls import Refused, Target
 
@@ -81,7 +81,8 @@ def vet(target: Target, settings: HttpSettings, *, timeout: float | None = None)
         verdict = judge(target.literal, settings.ALLOW_NETWORKS)
         if not verdict.allowed:
             raise Refused(
-                f"destination {target.literal} is not a public address ({verdict.reason})"
+                f"destination {address_text(target.literal)} is not a public address "
+                f"({verdict.reason})"
             )
         return Vetted(target, (target.literal,), (str(verdict),) if verdict.reason else ())
     limit = settings.RESOLVE_TIMEOUT.total_seconds()
@@ -99,9 +100,12 @@ def vet(target: Target, settings: HttpSettings, *, timeout: float | None = None)
             raise Refused(f"{target.host} resolves to {text} (a scoped address)")
         verdict = judge(address, settings.ALLOW_NETWORKS)
         if not verdict.allowed:
-            raise Refused(f"{target.host} resolves to {address} ({verdict.reason}); not delivered")
+            raise Refused(
+                f"{target.host} resolves to {address_text(address)} ({verdict.reason}); "
+                "not delivered"
+            )
         if verdict.reason:
-            notes.append(f"{address} {verdict.reason}")
+            notes.append(f"{address_text(address)} {verdict.reason}")
         if address not in addresses:
             addresses.append(address)
     if not addresses:

@@ -11,7 +11,7 @@ import ipaddress
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from django_pgsched.delivery.addresses import judge, parse_networks
+from django_pgsched.delivery.addresses import address_text, judge, parse_networks
 from django_pgsched.delivery.settings import HttpSettings, build_http_settings
 from django_pgsched.delivery.urls import Refused, parse_url
 from django_pgsched.delivery.vetting import ResolveError, vet
@@ -119,6 +119,35 @@ def test_refused_urls(url, why):
 def test_accepted_urls(url, host, port, header):
     target = parse_url(url, DEFAULT)
     assert (target.host, target.port, target.host_header) == (host, port, header)
+
+
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [
+        ("::ffff:808:808", "::ffff:8.8.8.8"),
+        ("0:0:0:0:0:ffff:0808:0808", "::ffff:8.8.8.8"),
+        ("::ffff:127.0.0.1", "::ffff:127.0.0.1"),
+        ("64:ff9b::808:808", "64:ff9b::808:808"),
+        ("2606:4700:0::1111", "2606:4700::1111"),
+        ("8.8.8.8", "8.8.8.8"),
+    ],
+)
+def test_an_address_is_written_the_same_on_every_python(text, canonical):
+    # Python 3.13 writes an IPv4-mapped address in mixed notation, 3.11 and 3.12 in hex;
+    # the text goes into the Host header, messages and the evidence.
+    assert address_text(ipaddress.ip_address(text)) == canonical
+
+
+def test_a_mapped_answer_is_named_by_its_ipv4_form(monkeypatch):
+    from django_pgsched.delivery import vetting
+
+    target = parse_url("https://hooks.example.com/", DEFAULT)
+    monkeypatch.setattr(vetting, "resolver_for", lambda s: _resolver(["::ffff:a00:1"]))
+    with pytest.raises(Refused) as info:
+        vet(target, DEFAULT)
+    assert "resolves to ::ffff:10.0.0.1 (embeds 10.0.0.1: private)" in str(info.value)
+    mapped = parse_url("https://[::ffff:808:808]:8443/", DEFAULT)
+    assert mapped.host_header == "[::ffff:8.8.8.8]:8443"
 
 
 def test_the_path_is_kept_and_made_ascii():
