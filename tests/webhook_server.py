@@ -1,4 +1,4 @@
-"""A real HTTP(S) server on 127.0.0.1 for the delivery tests, with its own log.
+"""A real HTTP(S) server on loopback for the delivery tests, with its own log.
 
 Every connection it accepts is logged (``server.connections``) before a byte
 is read, and every request it parses (``server.requests``), so a test can
@@ -17,7 +17,11 @@ by path:
 
 With ``tls=True`` it serves HTTPS with a certificate for ``localhost``,
 ``hooks.test`` and 127.0.0.1 from a test CA (``trustme``); ``server.ca`` can
-configure a client to trust it.
+configure a client to trust it. ``WebhookServer(host="127.0.0.2")`` listens on
+another loopback address: one the test settings do not allow, so that a test
+can show from this server's log that nothing reached a refused address (``port``
+may then be the allowed server's: a request that went to the wrong address of
+an allowed port would land here).
 """
 
 from __future__ import annotations
@@ -155,10 +159,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class WebhookServer:
-    """A threaded HTTP(S) server on 127.0.0.1 and a free port; ``stop()`` ends it."""
+    """A threaded HTTP(S) server on ``host`` and a free port; ``stop()`` ends it."""
 
-    def __init__(self, *, tls: bool = False) -> None:
+    def __init__(self, *, tls: bool = False, host: str = "127.0.0.1", port: int = 0) -> None:
         self.tls = tls
+        self.host = host
         self.connections: list[tuple[str, float]] = []
         self.requests: list[Received] = []
         self.huge_bytes_sent: list[int] = []
@@ -167,7 +172,7 @@ class WebhookServer:
         self._held: dict[str, threading.Event] = {}
         self._stopped = threading.Event()
         self.ca: Any = None
-        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server = _Server((host, port), _Handler)
         self._server.owner = self
         if tls:
             import trustme
@@ -185,8 +190,8 @@ class WebhookServer:
 
     # -- what tests call -----------------------------------------------------------
 
-    def url(self, path: str, host: str = "127.0.0.1") -> str:
-        return f"{'https' if self.tls else 'http'}://{host}:{self.port}{path}"
+    def url(self, path: str, host: str | None = None) -> str:
+        return f"{'https' if self.tls else 'http'}://{host or self.host}:{self.port}{path}"
 
     def script(self, path: str, responses: list[Response]) -> None:
         with self._lock:

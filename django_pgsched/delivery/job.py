@@ -109,6 +109,8 @@ def deliver(context: RunContext, kwargs: dict[str, Any]) -> None:
             vetted = vet(target, settings, timeout=deadline - time.monotonic())
         except Refused as exc:
             context.detail = {"kind": "http", "refused": str(exc), "redirects": hops}
+            if hops:  # where a followed redirect leads
+                raise Fail(f"redirect refused: {exc}; not followed", retry=False) from None
             raise Fail(f"refused: {exc}; not delivered", retry=False) from None
         except ResolveError as exc:
             context.detail = {"kind": "http", "error": "resolve", "message": str(exc)}

@@ -100,10 +100,7 @@ def vet(target: Target, settings: HttpSettings, *, timeout: float | None = None)
             raise Refused(f"{target.host} resolves to {text} (a scoped address)")
         verdict = judge(address, settings.ALLOW_NETWORKS)
         if not verdict.allowed:
-            raise Refused(
-                f"{target.host} resolves to {address_text(address)} ({verdict.reason}); "
-                "not delivered"
-            )
+            raise Refused(f"{target.host} resolves to {address_text(address)} ({verdict.reason})")
         if verdict.reason:
             notes.append(f"{address_text(address)} {verdict.reason}")
         if address not in addresses:
