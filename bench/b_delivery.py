@@ -178,9 +178,10 @@ def soak(ctx: Context, port: int) -> dict[str, Any]:
                 """
                 INSERT INTO pgsched_schedule
                        (name, job, kwargs, "interval", anchor, status, misfire_policy,
-                        catch_up_limit, next_fire_at)
+                        catch_up_limit, next_fire_at, skipped_occurrences, source, last_error,
+                        updated_at)
                 SELECT 'soak-' || g, 'pgsched.http', %(kwargs)s::jsonb, interval '1 second',
-                       %(anchor)s, 'active', 'skip', 10, %(anchor)s
+                       %(anchor)s, 'active', 'skip', 10, %(anchor)s, 0, 'database', '', now()
                   FROM generate_series(1, %(n)s::int) g
                 """,
                 {"kwargs": kwargs, "anchor": anchor, "n": p.delivery_soak_rate},
