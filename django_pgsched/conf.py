@@ -84,6 +84,9 @@ class Settings:
     # HTTP delivery (the pgsched.http job); typed as ``.http`` (delivery/settings.py)
     HTTP: Mapping[str, Any] = field(default_factory=dict)
 
+    # the history API (django_pgsched.history): a dotted path to resolver(request) -> str
+    TENANT_RESOLVER: str | None = None
+
     # code-declared schedules: {name: {"job": ..., "cron": ... | "interval": ..., ...}}
     SCHEDULES: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
@@ -202,6 +205,13 @@ def _check_values(s: Settings) -> None:
             raise ImproperlyConfigured(
                 f"PGSCHED[{key!r}]: expected True or False, got {getattr(s, key)!r}"
             )
+    if s.TENANT_RESOLVER is not None and (
+        not isinstance(s.TENANT_RESOLVER, str) or "." not in s.TENANT_RESOLVER.strip(".")
+    ):
+        raise ImproperlyConfigured(
+            "PGSCHED['TENANT_RESOLVER']: expected a dotted path to resolver(request) -> str, "
+            f"got {s.TENANT_RESOLVER!r}"
+        )
     if not isinstance(s.SCHEDULES, Mapping):
         raise ImproperlyConfigured(
             "PGSCHED['SCHEDULES']: expected a dict of name -> options, "

@@ -122,6 +122,13 @@ def check_settings(
                 id="pgsched.W002",
             )
         )
+    if s.TENANT_RESOLVER is not None:
+        from ..history.access import load_resolver
+
+        try:
+            load_resolver(s.TENANT_RESOLVER)
+        except ImproperlyConfigured as exc:
+            messages.append(checks.Error(str(exc), id="pgsched.E003"))
     messages += _check_schedules()
     messages += _check_routers(s)
     messages += _check_failpoints()
