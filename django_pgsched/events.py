@@ -21,6 +21,11 @@ occurrences_planned = Signal()
 #: ``taken``: {ledger reason: occurrences taken out of the ledger, now runs}.
 occurrences_backfilled = Signal()
 
+#: The guard (engine/guard.py) committed: ``missed``: {(queue, job): runs marked
+#: missed at their start deadline}; ``ledgered``: {(queue, job, kind, reason):
+#: occurrences recorded in the ledger (reasons ``overlap`` and ``deadline``)}.
+runs_guarded = Signal()
+
 #: An attempt finished and its outcome committed. Arguments: ``run_id``, ``job``,
 #: ``queue``, ``attempt`` (number), ``outcome`` (attempt status), ``status``
 #: (the run's status after it), ``duration`` (seconds, the replica's clock).

@@ -45,6 +45,7 @@ from ..statuses import AttemptStatus
 from . import db, failpoints, queries, recording
 from .claiming import ClaimCursor, NextDue, claim_params, new_claim
 from .claims import Claim, ClaimState, Outcome
+from .guard import Guard
 from .rows import ExecutorPassResult
 from .slots import Slots
 
@@ -54,6 +55,9 @@ logger = logging.getLogger(__name__)
 # still running, so that jobs ending together are recorded, and their slots
 # refilled, by one statement instead of one each.
 GATHER_WINDOW = 0.002
+# A pass that left a due run unclaimed (an overlap policy or a start deadline may
+# hold it back for good) runs the guard first, at most this often (seconds).
+GUARD_INTERVAL = 0.5
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,9 @@ class Executor:
         self.claim_cursor = ClaimCursor(clock)
         self._next_due = NextDue(clock)
         self.lease_sessions = db.SessionPool(self.using, "executor")
+        self.guard = Guard(settings=self.settings, using=self.using, role="executor")
+        self._guard_wanted = False
+        self._guard_after = 0.0  # monotonic
 
     # -- public --------------------------------------------------------------------
 
@@ -132,6 +139,7 @@ class Executor:
         ``now`` overrides the database clock in the SQL (tests only).
         """
         timed_out, lost = self._expire_local()
+        self._run_guard(now)
         self.slots.gather(GATHER_WINDOW)
         with db.session("executor", self.using) as conn:
             renewed, lost_renewing = self._renew(conn, now)
@@ -151,6 +159,19 @@ class Executor:
             timed_out=timed_out,
             next_due_in=exchange.next_due_in,
         )
+
+    def _run_guard(self, now: datetime | None) -> None:
+        """The guard, when the last pass left a due run unclaimed (see engine/guard.py)."""
+        if not self._guard_wanted or self.stopping.is_set() or self.clock() < self._guard_after:
+            return
+        self._guard_wanted = False
+        self._guard_after = self.clock() + GUARD_INTERVAL
+        try:
+            self.guard.run_once(now)
+        except (OperationalError, InterfaceError):
+            raise
+        except DatabaseError:  # never let it stop the claims; the maintenance loop retries
+            logger.exception("the guard pass failed")
 
     def seconds_until_next_pass(self) -> float:
         """How long the runner may sleep before the next pass is needed."""
@@ -286,6 +307,8 @@ class Executor:
         next_due = None
         if limit and len(claims) < limit:
             next_due = self._next_due.note(result.next_due, result.db_now)
+            if result.next_due is not None and result.next_due <= result.db_now:
+                self._guard_wanted = True  # due, yet not claimed: perhaps never will be
         return Exchange(claims, len(result.recorded) + len(deferred), next_due)
 
     def _pass(

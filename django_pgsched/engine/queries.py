@@ -72,6 +72,8 @@ PLANNER_APPLY = Statement("planner_apply", rows.Applied)
 PLANNER_MARK_BROKEN = Command("planner_mark_broken")
 EXECUTOR_PASS = Statement("executor_pass", rows.PassRow)
 EXECUTOR_DEFER = Statement("executor_defer", rows.Deferred)
+GUARD_DECIDE = Statement("guard_decide", rows.GuardDecision)
+GUARD_APPLY = Statement("guard_apply", rows.GuardApplied)
 EXECUTOR_CHECK = Statement("executor_check", rows.Checked)
 EXECUTOR_RENEW = Statement("executor_renew", rows.Renewed)
 EXECUTOR_FAIL_MINIMAL = Statement("executor_fail_minimal", rows.Failed)
@@ -93,6 +95,8 @@ STATEMENTS: tuple[Statement[Any] | Command, ...] = (
     PLANNER_MARK_BROKEN,
     EXECUTOR_PASS,
     EXECUTOR_DEFER,
+    GUARD_DECIDE,
+    GUARD_APPLY,
     EXECUTOR_CHECK,
     EXECUTOR_RENEW,
     EXECUTOR_FAIL_MINIMAL,

@@ -196,6 +196,22 @@ claimable AS MATERIALIZED (
        AND r.attempts < r.max_attempts
        AND r.job = ANY(%(jobs)b::text[])
        AND (%(queues)b::text[] IS NULL OR r.queue = ANY(%(queues)b::text[]))
+       -- a start deadline: never started after it (the guard marks the run missed)
+       AND (r.start_by IS NULL OR r.start_by >= (SELECT now FROM clock) OR r.status = 'retrying')
+       -- an overlap policy (skip, buffer_one): the runs of a schedule start one at
+       -- a time, in the order they were created (pgsched_run_exclusive_idx; see
+       -- guard_decide); skip also never starts a run that an earlier started one
+       -- overlapped when it fell due
+       AND (r.overlap IS NULL
+            OR (NOT EXISTS (SELECT FROM pgsched_job_run e
+                             WHERE e.schedule_id = r.schedule_id AND e.overlap IS NOT NULL
+                               AND e.finished_at IS NULL AND e.id < r.id)
+                AND (r.overlap <> 'skip'
+                     OR NOT EXISTS (SELECT FROM pgsched_job_run e
+                                     WHERE e.schedule_id = r.schedule_id
+                                       AND e.overlap IS NOT NULL
+                                       AND e.finished_at > r.fire_after
+                                       AND e.started_at IS NOT NULL AND e.id < r.id))))
        -- the claim cursor: start after the runs this replica claimed last time
        -- (NULL: from the start); see claiming.ClaimCursor
        AND (r.priority * -1, r.fire_after, r.id)
@@ -243,6 +259,114 @@ SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue
        clock.now AS db_now
   FROM clock
   LEFT JOIN claimed c ON true;
+
+
+-- name: guard_decide
+-- The guard's decision (engine/guard.py), in its own transaction: the due
+-- pending runs that have an overlap policy or a start deadline (all of them are
+-- few: pgsched_run_guarded_idx) and will never start, up to a batch, locked (SKIP LOCKED: a run being claimed is left alone; the lock
+-- re-checks that it is still pending). The claim (executor_pass) never starts
+-- them, so the decision cannot race a claim:
+-- * overlap, skip: an earlier run of the schedule started and had not finished
+--   when this one fell due (or has not yet);
+-- * overlap, buffer_one: two earlier runs of the schedule are unfinished (the
+--   one running or next, and the one waiting behind it);
+-- * deadline: not started by its start_by.
+-- Runs of a schedule are ordered by id: the planner and backfill insert them
+-- holding the schedule's row lock, so ids follow commit order per schedule.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+),
+due AS MATERIALIZED (
+    SELECT r.id, r.schedule_id, r.fire_after, r.overlap, r.start_by
+      FROM pgsched_job_run r
+     WHERE r.status = 'pending'
+       AND (r.overlap IS NOT NULL OR r.start_by IS NOT NULL)
+       AND r.fire_after <= (SELECT now FROM clock)
+),
+decided AS MATERIALIZED (
+    SELECT d.id,
+           CASE WHEN d.overlap = 'skip'
+                 AND (EXISTS (SELECT FROM pgsched_job_run e
+                               WHERE e.schedule_id = d.schedule_id AND e.overlap IS NOT NULL
+                                 AND e.finished_at IS NULL AND e.started_at IS NOT NULL
+                                 AND e.id < d.id)
+                      OR EXISTS (SELECT FROM pgsched_job_run e
+                                  WHERE e.schedule_id = d.schedule_id AND e.overlap IS NOT NULL
+                                    AND e.finished_at > d.fire_after
+                                    AND e.started_at IS NOT NULL AND e.id < d.id))
+                THEN 'overlap'
+                WHEN d.overlap = 'buffer_one'
+                 AND (SELECT count(*)
+                        FROM (SELECT FROM pgsched_job_run e
+                               WHERE e.schedule_id = d.schedule_id AND e.overlap IS NOT NULL
+                                 AND e.finished_at IS NULL AND e.id < d.id
+                               LIMIT 2) two) = 2
+                THEN 'overlap'
+                WHEN d.start_by < (SELECT now FROM clock)
+                THEN 'deadline'
+           END AS reason
+      FROM due d
+)
+SELECT r.id, r.schedule_id, r.scheduled_for, d.reason, r.job, r.queue,
+       s.cron, s."interval", s.anchor, s.timezone, s.dst_gap, s.dst_fold,
+       (SELECT now FROM clock) AS db_now
+  FROM decided d
+  JOIN pgsched_job_run r ON r.id = d.id
+  JOIN pgsched_schedule s ON s.id = r.schedule_id
+ WHERE d.reason IS NOT NULL
+   AND r.status = 'pending'
+ ORDER BY r.schedule_id, r.scheduled_for
+ LIMIT %(batch)s
+   FOR UPDATE OF r SKIP LOCKED;
+
+
+-- name: guard_apply
+-- The guard's writes, in the transaction of guard_decide (whose rows are
+-- locked): a run past its deadline ends 'missed' without running; an
+-- overlapped one is deleted (it never ran: nothing but its occurrence is
+-- lost, and that goes into the ledger). Either way its occurrence joins the
+-- ledger, extending a range of the same schedule and reason that ends at the
+-- occurrence just before it (as planner_apply does).
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+),
+missed AS (
+    UPDATE pgsched_job_run r
+       SET status = 'missed', finished_at = clock.now,
+           note = left('not started by its start deadline ('
+                       || to_char(r.start_by AT TIME ZONE 'UTC',
+                                  'YYYY-MM-DD"T"HH24:MI:SS"Z"') || ')', 2000)
+      FROM clock
+     WHERE r.id = ANY(%(missed)b::bigint[]) AND r.status = 'pending'
+    RETURNING r.id
+),
+dropped AS (
+    DELETE FROM pgsched_job_run r
+     WHERE r.id = ANY(%(dropped)b::bigint[]) AND r.status = 'pending'
+    RETURNING r.id
+),
+span AS (
+    SELECT *
+      FROM unnest(%(span_schedule_ids)b::bigint[], %(span_first)b::timestamptz[],
+                  %(span_last)b::timestamptz[], %(span_count)b::bigint[],
+                  %(span_reason)b::text[], %(span_previous)b::timestamptz[])
+           WITH ORDINALITY AS k(schedule_id, first, last, count, reason, previous, ord)
+),
+extended AS (
+    UPDATE pgsched_skipped_range r
+       SET last = k.last, count = r.count + k.count
+      FROM span k
+     WHERE r.schedule_id = k.schedule_id AND r.last = k.previous AND r.reason = k.reason
+    RETURNING k.ord
+),
+ledgered AS (
+    INSERT INTO pgsched_skipped_range (schedule_id, first, last, count, reason)
+    SELECT schedule_id, first, last, count, reason
+      FROM span
+     WHERE ord NOT IN (SELECT ord FROM extended)
+)
+SELECT ARRAY(SELECT id FROM missed) AS missed, ARRAY(SELECT id FROM dropped) AS dropped;
 
 
 -- name: executor_defer

@@ -137,6 +137,31 @@ class Deferred(NamedTuple):
     status: str
 
 
+class GuardDecision(NamedTuple):
+    """``guard_decide``: a due run that will never start, locked, and why."""
+
+    id: int
+    schedule_id: int
+    scheduled_for: datetime
+    reason: str  # a ledger reason: overlap or deadline
+    job: str
+    queue: str
+    cron: str | None
+    interval: timedelta | None
+    anchor: datetime | None
+    timezone: str
+    dst_gap: str
+    dst_fold: str
+    db_now: datetime
+
+
+class GuardApplied(NamedTuple):
+    """``guard_apply``: the runs marked missed and the runs deleted as overlapped."""
+
+    missed: list[int]
+    dropped: list[int]
+
+
 class Released(NamedTuple):
     """``executor_release``: a run given back unstarted."""
 

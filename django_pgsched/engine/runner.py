@@ -27,6 +27,7 @@ from ..conf import Settings, get_settings
 from . import db, failpoints
 from .backoff import Backoff
 from .executor import Executor
+from .guard import Guard
 from .maintenance import Reaper, Retention
 from .notifications import SCHEDULE_CHANNEL, WAIT_CHANNEL, Listener
 from .planner import Planner
@@ -78,6 +79,7 @@ class Runner:
             shutdown=self.stopping,
         )
         self.reaper = Reaper(settings=self.settings)
+        self.guard = Guard(settings=self.settings)
         self.retention = Retention(settings=self.settings)
         self.listen = self.settings.LISTEN if listen is None else listen
         self._threads: list[threading.Thread] = []
@@ -251,6 +253,7 @@ class Runner:
             try:
                 if now >= next_reap:
                     self.reaper.run_once()
+                    self.guard.run_once()
                     next_reap = now + reap_every
                 if now >= next_retention:
                     self.retention.run_once()

@@ -130,6 +130,18 @@ class Metrics:
         if created > sum(taken.values()):
             self.backfilled.labels(*labels, "none").inc(created - sum(taken.values()))
 
+    def on_guarded(
+        self,
+        sender: object,
+        missed: dict[tuple[str, str], int],
+        ledgered: dict[tuple[str, str, str, str], int],
+        **kwargs: Any,
+    ) -> None:
+        for (queue, job), count in missed.items():
+            self.finished.labels(queue, job, RunStatus.MISSED.value).inc(count)
+        for ledger_labels, count in ledgered.items():
+            self.ledgered.labels(*ledger_labels).inc(count)
+
     def on_attempt(
         self,
         sender: object,
@@ -167,6 +179,7 @@ class Metrics:
         events.occurrences_planned.connect(self.on_planned, weak=False, dispatch_uid=uid)
         events.occurrences_backfilled.connect(self.on_backfilled, weak=False, dispatch_uid=uid)
         events.attempt_finished.connect(self.on_attempt, weak=False, dispatch_uid=uid)
+        events.runs_guarded.connect(self.on_guarded, weak=False, dispatch_uid=uid)
         events.lease_lost.connect(self.on_lost, weak=False, dispatch_uid=uid)
         events.leases_reaped.connect(self.on_reaped, weak=False, dispatch_uid=uid)
 
@@ -176,6 +189,7 @@ class Metrics:
             events.occurrences_planned,
             events.occurrences_backfilled,
             events.attempt_finished,
+            events.runs_guarded,
             events.lease_lost,
             events.leases_reaped,
             events.http_delivered,

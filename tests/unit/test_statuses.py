@@ -33,6 +33,7 @@ def test_every_status_list_in_the_hot_path_sql_is_a_named_group():
 def test_every_status_literal_in_the_hot_path_sql_is_a_known_status():
     known = set(statuses.RunStatus.values) | set(statuses.AttemptStatus.values)
     known |= set(statuses.ScheduleStatus.values)
+    known |= set(statuses.SkipReason.values)  # the guard's decisions (guard_decide)
     for literal in re.findall(r"(?:status|was)\s*(?:=|<>)\s*'(\w+)'", sql_text()):
         assert literal in known, literal
     for literal in re.findall(r"THEN '(\w+)'|ELSE '(\w+)'", sql_text()):
