@@ -123,6 +123,7 @@ def new_claim(
         idempotency_key=row.idempotency_key,
         worker=worker,
         tenant=row.tenant,
+        _breaker=json.loads(row.breaker) if isinstance(row.breaker, str) else row.breaker,
         _shutdown=shutdown,
         _clock=clock,
     )

@@ -235,7 +235,16 @@ claimed AS (
      WHERE r.id = c.id
     RETURNING r.id, r.claimed_by, r.attempts, r.max_attempts, r.timeout, r.job, r.queue,
               r.kwargs, r.schedule_name, r.scheduled_for, r.idempotency_key, r.fire_after,
-              r.started_at, r.claim_expires_at, r.task_call, r.priority, r.tenant
+              r.started_at, r.claim_expires_at, r.task_call, r.priority, r.tenant,
+              -- pgsched.http: its destination's circuit breaker as claimed (NULL state: no
+              -- row, a healthy destination), so that the job needs no round trip to
+              -- admit an attempt while the breaker is closed (delivery/breaker.py)
+              CASE WHEN r.job = 'pgsched.http' THEN (
+                  SELECT jsonb_build_object('destination', d.key, 'state', b.state,
+                                            'failures', b.failures)
+                    FROM (SELECT pgsched_http_destination(r.kwargs ->> 'url') AS key) d
+                    LEFT JOIN pgsched_breaker b ON b.tenant = r.tenant AND b.destination = d.key
+              ) END AS breaker
 ),
 next_due AS (
     -- only when the slots were not all filled: when to look again
@@ -252,7 +261,7 @@ next_due AS (
 )
 SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue, c.kwargs,
        c.schedule_name, c.scheduled_for, c.idempotency_key, c.fire_after, c.started_at,
-       c.claim_expires_at, c.task_call, c.priority, c.tenant,
+       c.claim_expires_at, c.task_call, c.priority, c.tenant, c.breaker,
        (SELECT array_agg(id ORDER BY id) FROM finished) AS recorded_ids,
        (SELECT array_agg(status ORDER BY id) FROM finished) AS recorded_statuses,
        (SELECT at FROM next_due) AS next_due,

@@ -79,6 +79,7 @@ class PassRow(NamedTuple):
     task_call: Any  # a django.tasks call (JSON object, decoded) or None
     priority: int
     tenant: str
+    breaker: Any  # pgsched.http: {"destination", "state", "failures"} at the claim, else None
     recorded_ids: list[int] | None
     recorded_statuses: list[str] | None
     next_due: datetime | None
