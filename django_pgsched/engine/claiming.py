@@ -106,7 +106,7 @@ def new_claim(
     """A claim for a claimed row; its lease is what the database granted (expiry − start)."""
     run_id = _id(row)
     assert row.claimed_by is not None
-    kwargs = json.loads(row.kwargs) if isinstance(row.kwargs, str) else row.kwargs
+    kwargs, task_call, unreadable = read_payloads(row)
     lease = Lease.granted(
         requested_at=requested_at,
         answered_at=answered_at,
@@ -143,8 +143,40 @@ def new_claim(
         started_at=row.started_at,
         lease=lease,
         context=context,
-        task_call=json.loads(row.task_call) if isinstance(row.task_call, str) else row.task_call,
+        task_call=task_call,
+        unreadable=unreadable,
     )
+
+
+def read_payloads(row: PassRow) -> tuple[dict[str, Any], dict[str, Any] | None, str]:
+    """A claimed row's kwargs and task call, decoded, and why it cannot run ('' if it can).
+
+    Each row on its own: a payload Python cannot decode (nested deeper than its
+    recursion limit, an integer of more than 4,300 digits) or a time or timeout
+    out of range (``defect``, named by the claim) fails this run only.
+    """
+    problems = [f"out of range: {row.defect}"] if row.defect else []
+    kwargs: dict[str, Any] = {}
+    task_call: dict[str, Any] | None = None
+    try:
+        decoded = _json(row.kwargs)
+        if not isinstance(decoded, dict):
+            raise ValueError(f"expected a JSON object, got {type(decoded).__name__}")
+        kwargs = decoded
+    except Exception as exc:  # RecursionError, ValueError (digits), TypeError
+        problems.append(f"kwargs cannot be decoded: {exc}")
+    try:
+        call = _json(row.task_call)
+        if call is not None and not isinstance(call, dict):
+            raise ValueError(f"expected a JSON object, got {type(call).__name__}")
+        task_call = call
+    except Exception as exc:
+        problems.append(f"task_call cannot be decoded: {exc}")
+    return kwargs, task_call, "; ".join(problems)
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, (str, bytes)) else value
 
 
 class NextDue:

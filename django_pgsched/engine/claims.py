@@ -91,6 +91,9 @@ class Claim:
     returned: bool = False
     # a django.tasks call (the run's task_call column): args, backend alias, run_after
     task_call: dict[str, Any] | None = None
+    # why the claimed row cannot be run (a payload that cannot be decoded, a time or a
+    # timeout out of range): the executor fails it at once, fenced on its token
+    unreadable: str = ""
 
     # -- transitions ------------------------------------------------------------------
 

@@ -109,6 +109,18 @@ def session(role: str, using: str | None = None) -> Iterator[BaseDatabaseWrapper
         raise
 
 
+# SQLSTATE classes of a statement refused for what it holds, where one row may be at
+# fault: data, integrity, triggers, routines, PL/pgSQL's RAISE, program limits. Not the
+# connection, timeouts, deadlocks or the server going away (those the runner retries).
+ROW_FAULTS = frozenset({"09", "22", "23", "27", "38", "39", "42", "44", "54", "P0"})
+
+
+def refused_for_a_row(exc: DatabaseError) -> bool:
+    """Whether ``exc`` refused a statement for what a row holds (retry it row by row)."""
+    sqlstate = getattr(exc.__cause__, "sqlstate", None) or ""
+    return sqlstate[:2] in ROW_FAULTS
+
+
 def discard(conn: BaseDatabaseWrapper) -> None:
     """Drop a connection that may be broken; the next pass reconnects."""
     try:

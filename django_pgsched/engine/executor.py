@@ -39,6 +39,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import events
 from ..conf import Settings, get_settings
+from ..limits import MAX_ERROR_CHARS
 from ..outcomes import LeaseLost
 from ..registry import all_jobs
 from ..statuses import AttemptStatus
@@ -298,6 +299,10 @@ class Executor:
         ]
         if limit:
             self.claim_cursor.move(floor, result.claimed, full=len(claims) == limit)
+        unreadable = [claim for claim in claims if claim.unreadable]
+        if unreadable:  # each fails on its own; every other claim of the pass runs
+            claims = [claim for claim in claims if not claim.unreadable]
+            self._fail_unreadable(conn, now, unreadable)
         for claim in claims:
             claim.context._lease_check = partial(self.ensure_lease, claim)
         if claims:
@@ -310,6 +315,27 @@ class Executor:
             if result.next_due is not None and result.next_due <= result.db_now:
                 self._guard_wanted = True  # due, yet not claimed: perhaps never will be
         return Exchange(claims, len(result.recorded) + len(deferred), next_due)
+
+    def _fail_unreadable(
+        self, conn: BaseDatabaseWrapper, now: datetime | None, claims: list[Claim]
+    ) -> None:
+        """Fail claimed runs that cannot be run, for good, each fenced on its token.
+
+        The attempt is recorded (an attempt row with the error, as evidence);
+        the run is not retried: its row would read the same next time.
+        """
+        outcomes = []
+        for claim in claims:
+            claim.context._lease_check = None
+            error = f"the run cannot be read: {claim.unreadable}"[:MAX_ERROR_CHARS]
+            logger.error("run %s failed without running: %s", claim.run_id, error)
+            outcomes.append(Outcome(claim, AttemptStatus.FAILED, error, 0.0, retry=False))
+        recorded: dict[int, str] = {}
+        for outcome in outcomes:
+            recorded.update(
+                recording.record_one_or_minimal(conn, now, outcome, self.settings, self.using)
+            )
+        recording.announce(type(self), outcomes, recorded)
 
     def _pass(
         self,

@@ -21,12 +21,16 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import DatabaseError, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+
 from .. import events
 from ..conf import Settings, get_settings
 from ..statuses import RunStatus
 from . import db, failpoints, queries
+from .db import refused_for_a_row
 from .policies import retry_delay
-from .rows import ReapCandidate
+from .rows import ReapCandidate, ReapedRun
 
 logger = logging.getLogger(__name__)
 
@@ -67,16 +71,22 @@ class Reaper:
             for c in candidates
         ]
         with db.session("maintenance", self.using) as conn:
-            rows = db.fetch(
-                conn,
-                queries.REAPER_REAP,
-                {
-                    "now": now,
-                    "ids": [c.id for c in candidates],
-                    "tokens": [c.claimed_by for c in candidates],
-                    "delays": delays,
-                },
-            )
+            try:
+                with transaction.atomic(using=self.using):  # a savepoint inside a test's
+                    rows = self._reap(conn, now, candidates, delays)
+            except DatabaseError as exc:
+                if not refused_for_a_row(exc):
+                    raise  # the connection, the server, a timeout: the next round retries
+                logger.warning("reaping a batch failed; reaping it one run at a time: %s", exc)
+                rows = []
+                for candidate, delay in zip(candidates, delays, strict=True):
+                    try:
+                        with transaction.atomic(using=self.using):
+                            rows += self._reap(conn, now, [candidate], [delay])
+                    except DatabaseError as exc_one:
+                        if not refused_for_a_row(exc_one):
+                            raise
+                        logger.error("run %s cannot be reaped: %s", candidate.id, exc_one)
             if any(row.status == RunStatus.RETRYING for row in rows):
                 db.fetch(conn, queries.WAKE_EXECUTORS, {"payload": "reaper"})
         if rows:
@@ -84,6 +94,24 @@ class Reaper:
             events.leases_reaped.send(sender=type(self), runs=rows)
         failed = sum(1 for row in rows if row.status == RunStatus.FAILED)
         return ReapResult(candidates=len(candidates), retried=len(rows) - failed, failed=failed)
+
+    def _reap(
+        self,
+        conn: BaseDatabaseWrapper,
+        now: datetime | None,
+        candidates: list[ReapCandidate],
+        delays: list[float],
+    ) -> list[ReapedRun]:
+        return db.fetch(
+            conn,
+            queries.REAPER_REAP,
+            {
+                "now": now,
+                "ids": [c.id for c in candidates],
+                "tokens": [c.claimed_by for c in candidates],
+                "delays": delays,
+            },
+        )
 
     def run_once(self, now: datetime | None = None) -> ReapResult:
         candidates = self.candidates(now)

@@ -83,6 +83,8 @@ class _Row:
     decision: Decision | None = None
     lattice: timetable.Timetable | None = None
     spans: tuple[Skipped, ...] = ()  # the ledger's new ranges: the decision's, and unplanned ones
+    fire_after: list[datetime] = field(default_factory=list)  # each run's, jitter added
+    previous: list[datetime | None] = field(default_factory=list)  # the occurrence before a span
     error: str = ""
 
     @property
@@ -109,7 +111,7 @@ class Planner:
         try:
             result = self._transaction(now, one_by_one=False)
         except DatabaseError as exc:
-            if not _refused_for_a_row(exc):
+            if not db.refused_for_a_row(exc):
                 raise  # the connection, the server, a timeout: the runner backs off and retries
             logger.warning(
                 "planner batch failed; planning it again one schedule at a time", exc_info=True
@@ -150,11 +152,29 @@ class Planner:
         if rows:
             failpoints.hit("planner.after_claim")
         memo: dict[tuple[Any, ...], tuple[timetable.Timetable, Decision]] = {}
+        following: dict[tuple[int, datetime], datetime | None] = {}
         for row in rows:
+            if row.schedule.defect:  # values Python cannot hold or the planner cannot use
+                row.error = f"cannot read the schedule: out of range: {row.schedule.defect}"[:2000]
+                logger.error("schedule %s (%s) is broken: %s", row.id, row.schedule.name, row.error)
+                continue
             self._decide(row, db_now, memo)
             if row.decision is not None:
                 self._unplanned(row, db_now)
+                self._prepare(row, following)
         return db_now, rows
+
+    def _prepare(self, row: _Row, following: dict[tuple[int, datetime], datetime | None]) -> None:
+        """The row's runs' ``fire_after`` and its spans' previous occurrences; else broken."""
+        decision = row.decision
+        assert decision is not None
+        try:
+            row.fire_after = _fire_after(row, decision.runs, following)
+            row.previous = [self._previous(row, s) for s in row.spans]
+        except Exception as exc:  # one row's arithmetic never fails the batch
+            row.decision, row.spans = None, ()
+            row.error = f"cannot compute occurrences: {exc}"[:2000]
+            logger.error("schedule %s (%s) is broken: %s", row.id, row.schedule.name, row.error)
 
     def _pass_in_two_round_trips(
         self, conn: BaseDatabaseWrapper, now: datetime | None
@@ -245,7 +265,7 @@ class Planner:
                 memoised = memo[key] = (lattice, decision)
             row.lattice, row.decision = memoised
             row.spans = row.decision.spans
-        except (timetable.TimetableError, ValueError, OverflowError, TypeError) as exc:
+        except Exception as exc:  # whatever one row holds, the rest of the batch goes ahead
             row.error = f"cannot compute occurrences: {exc}"[:2000]
             logger.error("schedule %s (%s) is broken: %s", row.id, row.schedule.name, row.error)
 
@@ -313,13 +333,12 @@ class Planner:
         run_times: list[datetime] = []
         run_fire_after: list[datetime] = []
         spans: list[tuple[int, Skipped, datetime | None]] = []
-        following: dict[tuple[int, datetime], datetime | None] = {}
         for row in planned:
             runs = row.decision.runs  # type: ignore[union-attr]
             run_ids.extend([row.id] * len(runs))
             run_times.extend(runs)
-            run_fire_after.extend(_fire_after(row, runs, following))
-            spans.extend((row.id, s, self._previous(row, s)) for s in row.spans)
+            run_fire_after.extend(row.fire_after)
+            spans.extend(zip([row.id] * len(row.spans), row.spans, row.previous, strict=True))
         return {
             "job_names": jobs,
             "job_queues": [d.queue for d in defaults],
@@ -418,17 +437,6 @@ def _fire_after(
                 following[key] = None
         out.append(t + jitter.offset(row.id, t, row.schedule.jitter, following[key]))
     return out
-
-
-# SQLSTATE classes of a statement refused for what it holds, where one schedule may be at
-# fault: data, integrity, triggers, routines, PL/pgSQL's RAISE, program limits. Not the
-# connection, timeouts, deadlocks or the server going away (those the runner retries).
-ROW_FAULTS = frozenset({"09", "22", "23", "27", "38", "39", "42", "44", "54", "P0"})
-
-
-def _refused_for_a_row(exc: DatabaseError) -> bool:
-    sqlstate = getattr(exc.__cause__, "sqlstate", None) or ""
-    return sqlstate[:2] in ROW_FAULTS
 
 
 def _required(value: Any) -> Any:

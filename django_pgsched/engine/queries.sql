@@ -13,12 +13,25 @@
 -- unplanned_from: a stopped schedule is active again; the occurrences from there
 -- to the first one this pass plans go into the ledger (paused or broken).
 -- The first row always carries the database time, even when nothing is due.
+-- defect: the values of a row that Python could not read or the planner could not
+-- use (a time outside years 1-9999, a duration out of its bounds: written before
+-- the CHECKs of migration 0015, or with them dropped), named with their text; the
+-- row's times and durations then come back NULL and the planner marks it broken.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, statement_timestamp()) AS now
 )
-SELECT clock.now AS db_now, s.id, s.name, s.job, s.cron, s."interval", s.anchor, s.next_fire_at,
-       s.misfire_policy, s.catch_up_limit, s.misfire_grace, s.max_attempts, s.timeout, s.queue,
-       s.timezone, s.dst_gap, s.dst_fold, s.jitter, s.unplanned_from, s.unplanned_reason
+SELECT clock.now AS db_now, s.id, s.name, s.job, s.cron,
+       CASE WHEN d.defect = '' THEN s."interval" END AS "interval",
+       CASE WHEN d.defect = '' THEN s.anchor END AS anchor,
+       CASE WHEN d.defect = '' THEN s.next_fire_at END AS next_fire_at,
+       s.misfire_policy, s.catch_up_limit,
+       CASE WHEN d.defect = '' THEN s.misfire_grace END AS misfire_grace,
+       s.max_attempts,
+       CASE WHEN d.defect = '' THEN s.timeout END AS timeout,
+       s.queue, s.timezone, s.dst_gap, s.dst_fold,
+       CASE WHEN d.defect = '' THEN s.jitter ELSE interval '0' END AS jitter,
+       CASE WHEN d.defect = '' THEN s.unplanned_from END AS unplanned_from,
+       s.unplanned_reason, d.defect
   FROM clock
   LEFT JOIN LATERAL (
         SELECT *
@@ -28,7 +41,27 @@ SELECT clock.now AS db_now, s.id, s.name, s.job, s.cron, s."interval", s.anchor,
          ORDER BY coalesce(next_fire_at, '-infinity'::timestamptz)
          LIMIT %(batch)s
            FOR NO KEY UPDATE SKIP LOCKED
-       ) s ON true;
+       ) s ON true
+  LEFT JOIN LATERAL (
+        SELECT concat_ws('; ',
+            CASE WHEN NOT pgsched_time_ok(s.anchor) THEN 'anchor ' || s.anchor END,
+            CASE WHEN NOT pgsched_time_ok(s.next_fire_at)
+                 THEN 'next_fire_at ' || s.next_fire_at END,
+            CASE WHEN NOT pgsched_time_ok(s.unplanned_from)
+                 THEN 'unplanned_from ' || s.unplanned_from END,
+            CASE WHEN NOT pgsched_interval_ok(s."interval", interval '1 second', interval '366 days')
+                 THEN 'interval ' || s."interval" END,
+            CASE WHEN NOT pgsched_interval_ok(s.misfire_grace, interval '0', interval '366 days')
+                 THEN 'misfire_grace ' || s.misfire_grace END,
+            CASE WHEN NOT pgsched_interval_ok(s.timeout, interval '1 second', interval '7 days')
+                 THEN 'timeout ' || s.timeout END,
+            CASE WHEN NOT pgsched_interval_ok(s.jitter, interval '0', interval '1 day')
+                 THEN 'jitter ' || s.jitter END,
+            CASE WHEN NOT pgsched_interval_ok(s.start_deadline, interval '1 second',
+                                              interval '366 days')
+                 THEN 'start_deadline ' || s.start_deadline END
+        ) AS defect
+       ) d ON true;
 
 
 -- name: planner_apply
@@ -229,13 +262,28 @@ claimed AS (
            attempts = r.attempts + 1,  -- below max_attempts (see claimable)
            claimed_by = gen_random_uuid(),
            worker = %(worker)s,
-           claim_expires_at = clock.now + r.timeout * %(lease_factor)s,
+           -- the timeout bounded as its CHECK bounds it: a row written before the CHECK
+           -- (or with it dropped) never overflows the lease arithmetic
+           claim_expires_at = clock.now
+               + least(greatest(r.timeout, interval '1 second'), interval '7 days')
+                 * %(lease_factor)s,
            started_at = clock.now
       FROM claimable c, clock
      WHERE r.id = c.id
-    RETURNING r.id, r.claimed_by, r.attempts, r.max_attempts, r.timeout, r.job, r.queue,
-              r.kwargs, r.schedule_name, r.scheduled_for, r.idempotency_key, r.fire_after,
-              r.started_at, r.claim_expires_at, r.task_call, r.priority, r.tenant,
+    -- Every claimed row can be read: the payloads as text (each is decoded on its own
+    -- in Python; one that cannot be is failed, not the pass), and a time or timeout
+    -- Python cannot hold is named in "defect" and replaced by one it can (the run is
+    -- then failed with that error, fenced on its token).
+    RETURNING r.id, r.claimed_by, r.attempts, r.max_attempts,
+              least(greatest(r.timeout, interval '1 second'), interval '7 days') AS timeout,
+              r.job, r.queue, r.kwargs::text AS kwargs, r.schedule_name,
+              CASE WHEN pgsched_time_ok(r.scheduled_for) THEN r.scheduled_for
+                   ELSE clock.now END AS scheduled_for,
+              r.idempotency_key,
+              CASE WHEN pgsched_time_ok(r.fire_after) THEN r.fire_after
+                   ELSE clock.now END AS fire_after,
+              r.started_at, r.claim_expires_at, r.task_call::text AS task_call, r.priority,
+              r.tenant,
               -- pgsched.http: its destination's circuit breaker as claimed (NULL state: no
               -- row, a healthy destination), so that the job needs no round trip to
               -- admit an attempt while the breaker is closed (delivery/breaker.py)
@@ -244,11 +292,25 @@ claimed AS (
                                             'failures', b.failures)
                     FROM (SELECT pgsched_http_destination(r.kwargs ->> 'url') AS key) d
                     LEFT JOIN pgsched_breaker b ON b.tenant = r.tenant AND b.destination = d.key
-              ) END AS breaker
+              ) END AS breaker,
+              concat_ws('; ',
+                  CASE WHEN NOT pgsched_time_ok(r.scheduled_for)
+                       THEN 'scheduled_for ' || r.scheduled_for END,
+                  CASE WHEN NOT pgsched_time_ok(r.fire_after)
+                       THEN 'fire_after ' || r.fire_after END,
+                  CASE WHEN NOT pgsched_interval_ok(r.timeout, interval '1 second',
+                                                    interval '7 days')
+                       THEN 'timeout ' || r.timeout END,
+                  CASE WHEN NOT pgsched_json_ok(r.kwargs)
+                       THEN 'kwargs nested deeper than 100 levels or holding a number of '
+                            || '4,300 digits or more' END,
+                  CASE WHEN NOT pgsched_json_ok(r.task_call)
+                       THEN 'task_call nested deeper than 100 levels or holding a number of '
+                            || '4,300 digits or more' END) AS defect
 ),
 next_due AS (
     -- only when the slots were not all filled: when to look again
-    SELECT (SELECT q.fire_after
+    SELECT (SELECT greatest(q.fire_after, '0001-01-01 00:00:00+00'::timestamptz)
               FROM pgsched_job_run q
              WHERE q.status IN ('pending', 'retrying')
                AND q.attempts < q.max_attempts
@@ -261,7 +323,7 @@ next_due AS (
 )
 SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue, c.kwargs,
        c.schedule_name, c.scheduled_for, c.idempotency_key, c.fire_after, c.started_at,
-       c.claim_expires_at, c.task_call, c.priority, c.tenant, c.breaker,
+       c.claim_expires_at, c.task_call, c.priority, c.tenant, c.breaker, c.defect,
        (SELECT array_agg(id ORDER BY id) FROM finished) AS recorded_ids,
        (SELECT array_agg(status ORDER BY id) FROM finished) AS recorded_statuses,
        (SELECT at FROM next_due) AS next_due,
@@ -447,7 +509,8 @@ WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
 )
 UPDATE pgsched_job_run r
-   SET claim_expires_at = clock.now + r.timeout * %(lease_factor)s
+   SET claim_expires_at = clock.now
+           + least(greatest(r.timeout, interval '1 second'), interval '7 days') * %(lease_factor)s
   FROM unnest(%(ids)b::bigint[], %(tokens)b::uuid[]) AS l(id, token), clock
  WHERE r.id = l.id
    AND r.claimed_by = l.token  -- implies 'running'; see executor_pass

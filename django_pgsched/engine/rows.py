@@ -43,6 +43,7 @@ class DueSchedule(NamedTuple):
     jitter: timedelta
     unplanned_from: datetime | None
     unplanned_reason: str | None
+    defect: str | None  # values out of range, named ('' or None: none); the row is then broken
 
 
 class Applied(NamedTuple):
@@ -69,17 +70,18 @@ class PassRow(NamedTuple):
     timeout: timedelta
     job: str
     queue: str
-    kwargs: Any  # the JSON object, decoded
+    kwargs: Any  # the JSON object, as text (decoded run by run: claiming.new_claim)
     schedule_name: str | None
     scheduled_for: datetime
     idempotency_key: str
     fire_after: datetime
     started_at: datetime
     claim_expires_at: datetime
-    task_call: Any  # a django.tasks call (JSON object, decoded) or None
+    task_call: Any  # a django.tasks call (JSON object, as text) or None
     priority: int
     tenant: str
     breaker: Any  # pgsched.http: {"destination", "state", "failures"} at the claim, else None
+    defect: str | None  # values out of range, named: the run is failed, not run
     recorded_ids: list[int] | None
     recorded_statuses: list[str] | None
     next_due: datetime | None
