@@ -125,7 +125,8 @@ def test_a_huge_timeout_does_not_overflow_the_lease(db):
 def test_the_reaper_recovers_every_other_run_when_one_cannot_be_updated(db):
     runs = [enqueue("tests.noop", kwargs={"n": i}) for i in range(3)]
     sql(
-        "UPDATE pgsched_job_run SET status = 'running', attempts = 1, claimed_by = gen_random_uuid(),"
+        "UPDATE pgsched_job_run SET status = 'running', attempts = 1,"
+        " claimed_by = gen_random_uuid(),"
         " claim_expires_at = now() - interval '1 hour', started_at = now() - interval '2 hours'"
     )
     sql(  # the database refuses to update this one
@@ -149,11 +150,15 @@ def test_retention_deletes_runs_whatever_their_values(db, settings):
     drop_bounds()
     old = [enqueue("tests.noop", kwargs={"n": i}) for i in range(3)]
     sql(
-        "UPDATE pgsched_job_run SET status = 'succeeded', finished_at = now() - interval '400 days',"
+        "UPDATE pgsched_job_run SET status = 'succeeded',"
+        " finished_at = now() - interval '400 days',"
         " scheduled_for = date_trunc('second', now()) - interval '400 days' - id * interval '1 s'"
     )
-    sql(f"UPDATE pgsched_job_run SET kwargs = {DEEP}, timeout = interval '100000000 years',"
-        " scheduled_for = '0001-06-01 00:00:00+00 BC' WHERE id = %s", [old[1].pk])
+    sql(
+        f"UPDATE pgsched_job_run SET kwargs = {DEEP}, timeout = interval '100000000 years',"
+        " scheduled_for = '0001-06-01 00:00:00+00 BC' WHERE id = %s",
+        [old[1].pk],
+    )
     settings.PGSCHED = {**getattr(settings, "PGSCHED", {}), "RETENTION": seconds(86400 * 30)}
     assert Retention().run_once().deleted == 3
     assert not JobRun.objects.exists()
