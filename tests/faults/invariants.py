@@ -1,7 +1,7 @@
 """The invariant checker: SQL over the database after (or during) every fault scenario.
 
 Each ``check_*`` function returns a list of :class:`Violation` (empty = the
-promise held). :func:`check` runs the safety set I1–I6, I9, I10, I12 in one
+promise held). :func:`check` runs the safety set I1–I6, I9, I10, I12, I13 in one
 ``REPEATABLE READ`` snapshot, so it may run while replicas are still working:
 the planner inserts runs and advances ``next_fire_at`` in one transaction, so
 "occurrences before ``next_fire_at`` = runs + skipped" holds exactly in every
@@ -31,7 +31,7 @@ import psycopg
 from django_pgsched.ledger import accounting
 from django_pgsched.timing import timetable, zoned
 
-TERMINAL = ("succeeded", "failed", "cancelled")
+TERMINAL = ("succeeded", "failed", "cancelled", "missed")
 UNIQUE_INDEX = "pgsched_one_run_per_occurrence"
 _APP = re.compile(r"^pgsched (\w+) (.+)$")
 _DEFAULT_ID = re.compile(r"^.*:(\d+)$")
@@ -176,7 +176,7 @@ def check(
     allow_overlap: bool = False,
     external_writers: bool = False,
 ) -> list[Violation]:
-    """I1–I6, I9, I10 in one consistent snapshot."""
+    """I1–I6, I9, I10, I12, I13 in one consistent snapshot."""
     violations: list[Violation] = []
     with conn.transaction():
         _rows(conn, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
@@ -189,6 +189,7 @@ def check(
         violations += check_canonical(conn)
         violations += check_bounded(conn, concurrency_by_worker or {}, planner_batch)
         violations += check_accounting(conn, baselines)
+        violations += check_exclusive(conn, allow_overlap=allow_overlap)
     return violations
 
 
@@ -551,6 +552,74 @@ def check_deliveries(conn: psycopg.Connection[Any], *, allow_overlap: bool) -> l
     return out
 
 
+def check_exclusive(conn: psycopg.Connection[Any], *, allow_overlap: bool) -> list[Violation]:
+    """I13: two runs of a schedule with an overlap policy (skip, buffer_one) never overlap.
+
+    In the database: the attempts of different runs of one such schedule, each
+    from its claim (``started_at``) to its recorded end (a ``lost`` attempt: its
+    lease's expiry; one still running: its lease's expiry, or now), are
+    disjoint. With the jobs' own witness (``testapp_ledger``; not with
+    ``allow_overlap``, where a frozen replica's job may outlive its lease): each
+    delivery from its start to its end (a killed job that wrote no end: until
+    its attempt's recorded end) is disjoint from every other run's.
+    """
+    out = []
+    attempts: dict[tuple[int, int], tuple[datetime, datetime]] = {}
+    by_schedule: dict[int, list[tuple[datetime, datetime, int, int]]] = defaultdict(list)
+    for schedule_id, run_id, number, start, end in _rows(
+        conn,
+        """SELECT r.schedule_id, r.id, a.number, a.started_at, a.finished_at
+             FROM pgsched_attempt a JOIN pgsched_job_run r ON r.id = a.job_run_id
+            WHERE r.overlap IS NOT NULL AND a.started_at IS NOT NULL
+           UNION ALL
+           SELECT schedule_id, id, attempts, started_at,
+                  greatest(claim_expires_at, clock_timestamp())
+             FROM pgsched_job_run WHERE overlap IS NOT NULL AND status = 'running'""",
+    ):
+        attempts[(run_id, number)] = (start, end)
+        by_schedule[schedule_id].append((start, end, run_id, number))
+    out += _disjoint("I13", "attempt", by_schedule)
+    if allow_overlap:
+        return out
+    deliveries: dict[int, list[tuple[datetime, datetime, int, int]]] = defaultdict(list)
+    for schedule_id, run_id, number, start, end in _rows(
+        conn,
+        """SELECT r.schedule_id, r.id, s.attempt, s.at,
+                  (SELECT min(e.at) FROM testapp_ledger e
+                    WHERE e.run_id = s.run_id AND e.attempt = s.attempt AND e.phase = 'end')
+             FROM testapp_ledger s JOIN pgsched_job_run r ON r.id = s.run_id
+            WHERE r.overlap IS NOT NULL AND s.phase = 'start'""",
+    ):
+        if end is None:  # killed mid-job: it ran at most until its lease expired
+            end = attempts.get((run_id, number), (start, datetime.max.replace(tzinfo=start.tzinfo)))[1]
+        deliveries[schedule_id].append((start, end, run_id, number))
+    out += _disjoint("I13", "delivery", deliveries)
+    return out
+
+
+def _disjoint(
+    name: str, what: str, by_schedule: Mapping[int, list[tuple[datetime, datetime, int, int]]]
+) -> list[Violation]:
+    """Intervals of different runs of one schedule that overlap."""
+    out = []
+    for schedule_id, intervals in sorted(by_schedule.items()):
+        intervals.sort()
+        reach: tuple[datetime, int, int] | None = None  # the furthest end so far, its run
+        for start, end, run_id, number in intervals:
+            if reach is not None and start < reach[0] and run_id != reach[1]:
+                out.append(
+                    Violation(
+                        name,
+                        f"schedule {schedule_id}: run {run_id}'s {what} {number} started at "
+                        f"{start.isoformat()} while run {reach[1]}'s {what} {reach[2]} lasted "
+                        f"until {reach[0].isoformat()}",
+                    )
+                )
+            if reach is None or end > reach[0]:
+                reach = (end, run_id, number)
+    return out
+
+
 def check_canonical(conn: psycopg.Connection[Any]) -> list[Violation]:
     """I9: every occurrence a whole second on its schedule's lattice."""
     out = []
@@ -644,9 +713,13 @@ def check_liveness(
         out.append(Violation("I8", f"schedule {name} is overdue (next_fire_at {nfa})"))
     ((backlog,),) = _rows(
         conn,
-        "SELECT count(*) FROM pgsched_job_run WHERE status IN ('pending', 'retrying') "
+        "SELECT count(*) FROM pgsched_job_run r WHERE status IN ('pending', 'retrying') "
         "AND attempts < max_attempts "
-        "AND fire_after < clock_timestamp() - make_interval(secs => %s)",
+        "AND fire_after < clock_timestamp() - make_interval(secs => %s) "
+        # waiting behind an unfinished run of its schedule (overlap buffer_one) is not a backlog
+        "AND NOT (overlap IS NOT NULL AND EXISTS (SELECT FROM pgsched_job_run e "
+        "WHERE e.schedule_id = r.schedule_id AND e.overlap IS NOT NULL "
+        "AND e.finished_at IS NULL AND e.id < r.id))",
         [slack + 1.0],
     )
     if backlog:

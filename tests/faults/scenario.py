@@ -92,6 +92,8 @@ class Scenario:
         max_attempts: int | None = None,
         timeout: float | None = None,
         first: datetime | None = None,
+        overlap: str = "allow",
+        start_deadline: float | None = None,
     ) -> list[int]:
         """Insert ``n`` schedules by SQL, each with an explicit first ``next_fire_at``."""
         assert (cron is None) != (interval is None)
@@ -106,11 +108,13 @@ class Scenario:
         rows = self.sql(
             """
             INSERT INTO pgsched_schedule (name, job, kwargs, cron, "interval", anchor, next_fire_at,
-                   misfire_policy, catch_up_limit, misfire_grace, max_attempts, timeout, updated_at)
+                   misfire_policy, catch_up_limit, misfire_grace, max_attempts, timeout, updated_at,
+                   overlap, start_deadline)
             SELECT %(prefix)s || '-' || g, %(job)s, %(kwargs)s::jsonb, %(cron)s,
                    make_interval(secs => %(interval)s), %(anchor)s, %(nfa)s, %(policy)s,
                    %(limit)s, make_interval(secs => %(grace)s), %(attempts)s,
-                   make_interval(secs => %(timeout)s), now()
+                   make_interval(secs => %(timeout)s), now(), %(overlap)s,
+                   make_interval(secs => %(deadline)s)
               FROM generate_series(1, %(n)s) g
             RETURNING id
             """,
@@ -128,6 +132,8 @@ class Scenario:
                 "attempts": max_attempts,
                 "timeout": timeout,
                 "n": n,
+                "overlap": overlap,
+                "deadline": start_deadline,
             },
         )
         return [r[0] for r in rows]

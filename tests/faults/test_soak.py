@@ -4,7 +4,8 @@ Three supervised replicas run a mixed workload while a seeded nemesis, every
 2–4 s, picks one fault: kill -9 a replica (the supervisor restarts it),
 ``pg_terminate_backend`` a random scheduler session, SIGSTOP a replica for 3 s,
 or blackhole one replica's proxy for 3 s. Then everything heals, settles, and
-the checker runs. A failure prints the seed.
+the checker runs (with the accounting of every occurrence, I12, and the
+exclusive schedules' runs never overlapping, I13, among the workload). A failure prints the seed.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 import pytest
 
 from .harness import FaultProxy
+from .invariants import ACCOUNTED
 from .scenario import Scenario
 
 pytestmark = [pytest.mark.full, pytest.mark.timeout(900)]
@@ -30,6 +32,11 @@ def test_random_fault_soak(scenario: Scenario, seed: int) -> None:
     scenario.add_schedules(30, prefix="fast", cron="* * * * * *")
     scenario.add_schedules(6, prefix="long", cron="*/3 * * * * *", kwargs={"seconds": 1.5})
     scenario.add_schedules(4, prefix="every7", interval=7)
+    # overlap policies and start deadlines (jobs longer than their period): I12, I13
+    scenario.add_schedules(4, prefix="skip", cron="* * * * * *", kwargs={"seconds": 1.5},
+                           timeout=2, overlap="skip")  # fmt: skip
+    scenario.add_schedules(3, prefix="buffer", cron="*/2 * * * * *", kwargs={"seconds": 2.5},
+                           timeout=4, overlap="buffer_one", start_deadline=1)  # fmt: skip
     scenario.snapshot_baseline()
     proxy = FaultProxy(scenario.cluster.port)
     try:
@@ -74,6 +81,10 @@ def test_random_fault_soak(scenario: Scenario, seed: int) -> None:
         scenario.fleet.stop_all(60)
         # SIGSTOP and blackholes are pauses: overlapping deliveries are allowed, nothing else
         violations = scenario.check(allow_overlap=True)
+        reasons = scenario.sql(
+            "SELECT reason, sum(count)::int FROM pgsched_skipped_range GROUP BY 1 ORDER BY 1"
+        )
+        print(f"soak seed {seed}: accounted {ACCOUNTED[-1]}, ledger {dict(reasons)}")
         assert not violations, f"seed {seed}: " + "\n".join(map(str, violations[:30]))
     finally:
         proxy.close()
