@@ -591,7 +591,8 @@ def check_exclusive(conn: psycopg.Connection[Any], *, allow_overlap: bool) -> li
             WHERE r.overlap IS NOT NULL AND s.phase = 'start'""",
     ):
         if end is None:  # killed mid-job: it ran at most until its lease expired
-            end = attempts.get((run_id, number), (start, datetime.max.replace(tzinfo=start.tzinfo)))[1]
+            forever = datetime.max.replace(tzinfo=start.tzinfo)
+            end = attempts.get((run_id, number), (start, forever))[1]
         deliveries[schedule_id].append((start, end, run_id, number))
     out += _disjoint("I13", "delivery", deliveries)
     return out
