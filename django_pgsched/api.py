@@ -215,6 +215,7 @@ def cancel_runs(
                     outcome=RunStatus.CANCELLED.value,
                     status=RunStatus.CANCELLED.value,
                     duration=0.0,
+                    tenant=row.tenant,
                 )
                 transaction.on_commit(finished, using=alias, robust=True)
     done = set(result.cancelled)

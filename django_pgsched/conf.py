@@ -80,6 +80,8 @@ class Settings:
 
     # observability
     CLOCK_SKEW_WARNING: timedelta = timedelta(seconds=2)
+    # label the runs' counter and histogram with their tenant (off: cardinality)
+    METRICS_TENANT_LABEL: bool = False
 
     # HTTP delivery (the pgsched.http job); typed as ``.http`` (delivery/settings.py)
     HTTP: Mapping[str, Any] = field(default_factory=dict)
@@ -200,7 +202,7 @@ def _check_values(s: Settings) -> None:
         raise ImproperlyConfigured(
             f"PGSCHED['DATABASE_ALIAS']: expected a string, got {s.DATABASE_ALIAS!r}"
         )
-    for key in ("LISTEN", "PREPARED_STATEMENTS"):
+    for key in ("LISTEN", "PREPARED_STATEMENTS", "METRICS_TENANT_LABEL"):
         if not isinstance(getattr(s, key), bool):
             raise ImproperlyConfigured(
                 f"PGSCHED[{key!r}]: expected True or False, got {getattr(s, key)!r}"

@@ -28,13 +28,15 @@ runs_guarded = Signal()
 
 #: An attempt finished and its outcome committed. Arguments: ``run_id``, ``job``,
 #: ``queue``, ``attempt`` (number), ``outcome`` (attempt status), ``status``
-#: (the run's status after it), ``duration`` (seconds, the replica's clock).
+#: (the run's status after it), ``duration`` (seconds, the replica's clock),
+#: ``tenant`` (the run's; ``""``: none).
 attempt_finished = Signal()
 
 #: This replica found that it no longer holds a lease (``run_id``, ``reason``).
 lease_lost = Signal()
 
-#: The reaper recovered expired leases: ``runs`` is a list of (run_id, status, job, queue).
+#: The reaper recovered expired leases: ``runs`` is a list of (run_id, status, job, queue);
+#: ``tenants`` maps each run_id to its tenant.
 leases_reaped = Signal()
 
 #: The retention pass deleted ``deleted`` terminal runs.

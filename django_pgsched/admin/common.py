@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -107,6 +107,21 @@ class TenantFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         return queryset.filter(tenant=self.value()) if self.value() else queryset
+
+
+def with_tenant_column(request: HttpRequest, columns: Sequence[Any], after: str) -> list[Any]:
+    """``columns`` with a "tenant" column after ``after`` while tenants are in use.
+
+    In use: some schedule has a tenant, or the list is filtered by one (a
+    one-off run's tenant that no schedule has). One ``EXISTS`` on the
+    schedules (it stops at the first one with a tenant).
+    """
+    shown = list(columns)
+    if "tenant" in shown:
+        return shown
+    if request.GET.get(TenantFilter.parameter_name) or Schedule.objects.exclude(tenant="").exists():
+        shown.insert(shown.index(after) + 1, "tenant")
+    return shown
 
 
 def post_only(admin_site: admin.AdminSite, view: Callable[..., HttpResponse]) -> Any:

@@ -42,6 +42,7 @@ from .common import (
     post_only,
     target,
     utc,
+    with_tenant_column,
 )
 
 SCHEDULE_CHOICES = 100  # schedules listed in the run list's filter
@@ -247,6 +248,9 @@ class JobRunAdmin(JobRunAdminBase):
 
     class Media:
         css = {"all": ("pgsched/admin.css",)}
+
+    def get_list_display(self, request: HttpRequest) -> list[Any]:
+        return with_tenant_column(request, super().get_list_display(request), "job")
 
     # -- permissions: runs are history; the engine writes them --------------------------
 

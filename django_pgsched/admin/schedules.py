@@ -44,6 +44,7 @@ from .common import (
     post_only,
     target,
     utc,
+    with_tenant_column,
 )
 from .forms import EDITABLE_FIELDS, ScheduleForm
 from .times import PREVIEW, fire_time, local_and_utc, transitions_preview, zone_tag, zone_words
@@ -248,6 +249,9 @@ class ScheduleAdmin(ScheduleAdminBase):
 
     class Media:
         css = {"all": ("pgsched/admin.css",)}
+
+    def get_list_display(self, request: HttpRequest) -> list[Any]:
+        return with_tenant_column(request, super().get_list_display(request), "job")
 
     def get_fieldsets(self, request: HttpRequest, obj: Schedule | None = None) -> Any:
         """A ``pgsched.http`` schedule shows its request as fields, not as a JSON box."""

@@ -91,7 +91,11 @@ class Reaper:
                 db.fetch(conn, queries.WAKE_EXECUTORS, {"payload": "reaper"})
         if rows:
             logger.warning("recovered %d run(s) whose lease expired", len(rows))
-            events.leases_reaped.send(sender=type(self), runs=rows)
+            events.leases_reaped.send(
+                sender=type(self),
+                runs=[(row.id, row.status, row.job, row.queue) for row in rows],
+                tenants={row.id: row.tenant for row in rows},
+            )
         failed = sum(1 for row in rows if row.status == RunStatus.FAILED)
         return ReapResult(candidates=len(candidates), retried=len(rows) - failed, failed=failed)
 

@@ -592,7 +592,7 @@ reaped AS (
            claim_expires_at = NULL
       FROM expired e, clock
      WHERE r.id = e.id
-    RETURNING r.id, r.attempts, r.started_at, r.worker, r.status, r.job, r.queue
+    RETURNING r.id, r.attempts, r.started_at, r.worker, r.status, r.job, r.queue, r.tenant
 ),
 recorded AS (
     INSERT INTO pgsched_attempt (job_run_id, number, status, started_at, finished_at, worker, error)
@@ -603,7 +603,7 @@ recorded AS (
       JOIN expired e ON e.id = r.id
         ON CONFLICT DO NOTHING
 )
-SELECT id, status, job, queue FROM reaped;
+SELECT id, status, job, queue, tenant FROM reaped;
 
 
 -- name: retention_delete
@@ -686,7 +686,7 @@ cancelled AS (
            note = %(note)s
       FROM target t
      WHERE r.id = t.id
-    RETURNING r.id, t.was, r.attempts, r.started_at, r.worker, r.job, r.queue
+    RETURNING r.id, t.was, r.attempts, r.started_at, r.worker, r.job, r.queue, r.tenant
 ),
 recorded AS (
     INSERT INTO pgsched_attempt (job_run_id, number, status, started_at, finished_at, worker, error)
@@ -695,7 +695,7 @@ recorded AS (
      WHERE was = 'running' AND attempts >= 1
         ON CONFLICT DO NOTHING
 )
-SELECT id, was, job, queue, attempts FROM cancelled ORDER BY id;
+SELECT id, was, job, queue, attempts, tenant FROM cancelled ORDER BY id;
 
 
 -- name: task_enqueue

@@ -207,4 +207,5 @@ def announce(sender: type, outcomes: Sequence[Outcome], recorded: Mapping[int, s
             outcome=outcome.status,
             status=status,
             duration=outcome.duration,
+            tenant=claim.context.tenant,
         )

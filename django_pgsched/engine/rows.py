@@ -186,6 +186,7 @@ class ReapedRun(NamedTuple):
     status: str
     job: str
     queue: str
+    tenant: str
 
 
 class CancelledRun(NamedTuple):
@@ -196,6 +197,7 @@ class CancelledRun(NamedTuple):
     job: str
     queue: str
     attempts: int
+    tenant: str
 
 
 class DatabaseNow(NamedTuple):

@@ -37,10 +37,20 @@ DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
 
 
 class Metrics:
-    """The contract's metrics in a registry of their own."""
+    """The contract's metrics in a registry of their own.
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    With ``tenant_label`` (``PGSCHED["METRICS_TENANT_LABEL"]``), the runs'
+    counter and histogram (``pgsched_runs_finished``,
+    ``pgsched_run_duration_seconds``) carry the run's tenant as a label too.
+    Off by default: every tenant multiplies their series.
+    """
+
+    def __init__(
+        self, registry: CollectorRegistry | None = None, *, tenant_label: bool = False
+    ) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
+        self.tenant_label = tenant_label
+        by_tenant = ["tenant"] if tenant_label else []
         r = self.registry
         self.occurrences = Counter(
             "pgsched_schedule_occurrences",
@@ -71,13 +81,13 @@ class Metrics:
         self.finished = Counter(
             "pgsched_runs_finished",
             "Runs that reached a terminal status.",
-            ["queue", "job", "status"],
+            ["queue", "job", "status", *by_tenant],
             registry=r,
         )
         self.duration = Histogram(
             "pgsched_run_duration_seconds",
             "Duration of each attempt, on this replica's clock.",
-            ["queue", "job"],
+            ["queue", "job", *by_tenant],
             buckets=DURATION_BUCKETS,
             registry=r,
         )
@@ -150,21 +160,30 @@ class Metrics:
         status: str,
         duration: float,
         outcome: str = "",
+        tenant: str = "",
         **kwargs: Any,
     ) -> None:
+        who = (tenant,) if self.tenant_label else ()
         if outcome != RunStatus.CANCELLED:  # a cancel has no duration of its own
-            self.duration.labels(queue, job).observe(duration)
+            self.duration.labels(queue, job, *who).observe(duration)
         if status in TERMINAL_STATUSES:
-            self.finished.labels(queue, job, status).inc()
+            self.finished.labels(queue, job, status, *who).inc()
 
     def on_lost(self, sender: object, **kwargs: Any) -> None:
         self.leases_lost.inc()
 
-    def on_reaped(self, sender: object, runs: list[tuple[Any, ...]], **kwargs: Any) -> None:
+    def on_reaped(
+        self,
+        sender: object,
+        runs: list[tuple[Any, ...]],
+        tenants: dict[int, str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         self.leases_reaped.inc(len(runs))
-        for _run_id, status, job, queue in runs:
+        for run_id, status, job, queue in runs:
             if status in TERMINAL_STATUSES:
-                self.finished.labels(queue, job, status).inc()
+                who = ((tenants or {}).get(run_id, ""),) if self.tenant_label else ()
+                self.finished.labels(queue, job, status, *who).inc()
 
     def on_http(self, sender: object, outcome: str, **kwargs: Any) -> None:
         self.http.labels(outcome).inc()
@@ -329,7 +348,7 @@ def serve(
     host: str = "0.0.0.0",  # noqa: S104 - probes and scrapes come from outside the pod
 ) -> ThreadingHTTPServer:
     """Start the metrics and health server on a daemon thread."""
-    metrics = Metrics()
+    metrics = Metrics(tenant_label=get_settings().METRICS_TENANT_LABEL)
     metrics.registry.register(DatabaseCollector())
     metrics.connect()
     server = make_server(port, runner, metrics, host)

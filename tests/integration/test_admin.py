@@ -784,6 +784,7 @@ def test_cancelling_a_running_run_reports_its_attempt_after_commit(
             "outcome": "cancelled",
             "status": "cancelled",
             "duration": 0.0,
+            "tenant": "",
         }
     ]
 

@@ -206,6 +206,12 @@ def test_one_tenant_and_one_day_read_the_tenant_index(private_runs):
     plan = explain(check_query(tenant="tenant-3", **day, limit=20), cursor=cursor)
     assert "pgsched_run_tenant_idx" in plan and "Seq Scan" not in plan, plan
     assert re.search(r"Index Cond: .*ROW\(scheduled_for, id\) < ROW\(", plan), plan
+    # a small tenant's pages, even without a range, read its entries only
+    make([history_run("rare", DAY - timedelta(days=i), status="cancelled") for i in range(12)])
+    with connection.cursor() as c:
+        c.execute("ANALYZE pgsched_job_run")
+    plan = explain(check_query(tenant="rare", limit=10))
+    assert "pgsched_run_tenant_idx" in plan and "Seq Scan" not in plan, plan
     # a filter by status or schedule stays within the tenant's day of the index
     plan = explain(check_query(tenant="tenant-3", **day, status="succeeded", schedule="report-1"))
     assert "pgsched_run_tenant_idx" in plan and "Seq Scan" not in plan, plan

@@ -7,9 +7,11 @@ import urllib.request
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test import TestCase
 from prometheus_client.parser import text_string_to_metric_families
 
-from django_pgsched import enqueue
+from django_pgsched import api, enqueue
 from django_pgsched.engine.executor import Executor
 from django_pgsched.engine.maintenance import Reaper
 from django_pgsched.engine.planner import Planner
@@ -169,3 +171,36 @@ def test_endpoints_serve_every_contract_metric_and_health(transactional_db, metr
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_tenant_is_a_label_only_when_asked_for(db, metrics):
+    """Off by default (cardinality); METRICS_TENANT_LABEL labels the runs' counter and histogram."""
+    labelled = Metrics(tenant_label=True)
+    labelled.connect()
+    try:
+        enqueue("tests.noop", tenant="acme")
+        enqueue("tests.fail", max_attempts=1)
+        Executor(concurrency=2, inline=True).run_once()
+        lost = enqueue("tests.noop", max_attempts=1, tenant="globex")
+        Executor(concurrency=1)._exchange(connection, None, 1)
+        JobRun.objects.filter(pk=lost.pk).update(claim_expires_at=T)
+        Reaper().run_once()
+        running = enqueue("tests.noop", tenant="initech")
+        Executor(concurrency=1)._exchange(connection, None, 1)
+        with TestCase.captureOnCommitCallbacks(execute=True):
+            running.refresh_from_db()
+            api.cancel_runs([(running.pk, running.claimed_by)], note="test")
+    finally:
+        labelled.disconnect()
+    finished = "pgsched_runs_finished_total"
+    assert not any("tenant" in dict(labels) for _, labels in samples(metrics))
+    assert value(metrics, finished, queue="default", job="tests.noop", status="succeeded") == 1
+    run = {"queue": "default", "job": "tests.noop"}
+    assert value(labelled, finished, **run, status="succeeded", tenant="acme") == 1
+    assert (
+        value(labelled, finished, queue="default", job="tests.fail", status="failed", tenant="")
+        == 1
+    )
+    assert value(labelled, finished, **run, status="failed", tenant="globex") == 1  # reaped
+    assert value(labelled, finished, **run, status="cancelled", tenant="initech") == 1
+    assert value(labelled, "pgsched_run_duration_seconds_count", **run, tenant="acme") == 1

@@ -80,3 +80,19 @@ def test_the_admin_filters_runs_and_schedules_by_tenant(admin_client, make_sched
     assert "globex-report" in page and "acme-report" not in page
     detail = admin_client.get(f"/admin/pgsched/jobrun/{a.pk}/change/").content.decode()
     assert "acme" in detail
+
+
+def test_the_admin_lists_show_a_tenant_column_while_tenants_are_in_use(
+    admin_client, make_schedule
+):
+    make_schedule(name="plain")
+    enqueue("tests.noop")
+    for url in ("/admin/pgsched/jobrun/", "/admin/pgsched/schedule/"):
+        assert "column-tenant" not in admin_client.get(url).content.decode()
+    # a one-off run's tenant, reached by the filter, shows it too
+    enqueue("tests.noop", tenant="solo")
+    page = admin_client.get("/admin/pgsched/jobrun/?tenant=solo").content.decode()
+    assert "column-tenant" in page and ">solo<" in page
+    make_schedule(name="acme-report", tenant="acme")
+    for url in ("/admin/pgsched/jobrun/", "/admin/pgsched/schedule/"):
+        assert "column-tenant" in admin_client.get(url).content.decode()
