@@ -23,7 +23,8 @@ occurrences_backfilled = Signal()
 
 #: The guard (engine/guard.py) committed: ``missed``: {(queue, job): runs marked
 #: missed at their start deadline}; ``ledgered``: {(queue, job, kind, reason):
-#: occurrences recorded in the ledger (reasons ``overlap`` and ``deadline``)}.
+#: occurrences recorded in the ledger (reasons ``overlap`` and ``deadline``)};
+#: ``missed_tenants``: the runs marked missed by {(queue, job, tenant): count}.
 runs_guarded = Signal()
 
 #: An attempt finished and its outcome committed. Arguments: ``run_id``, ``job``,

@@ -56,6 +56,8 @@ class GuardResult:
     # occurrences recorded in the ledger, by (queue, job, kind, reason)
     ledgered_by: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
     missed_by: dict[tuple[str, str], int] = field(default_factory=dict)  # by (queue, job)
+    # the same by (queue, job, tenant), for the opt-in tenant label of the metrics
+    missed_by_tenant: dict[tuple[str, str, str], int] = field(default_factory=dict)
     batch_full: bool = False
 
 
@@ -85,7 +87,10 @@ class Guard:
             (applied,) = db.fetch(conn, queries.GUARD_APPLY, {"now": now, **params})
         result = _result(decided, applied.missed, applied.dropped, self.batch)
         events.runs_guarded.send(
-            sender=type(self), missed=result.missed_by, ledgered=result.ledgered_by
+            sender=type(self),
+            missed=result.missed_by,
+            ledgered=result.ledgered_by,
+            missed_tenants=result.missed_by_tenant,
         )
         return result
 
@@ -135,6 +140,7 @@ def _result(
     done = set(missed) | set(dropped)
     ledgered: Counter[tuple[str, str, str, str]] = Counter()
     missed_by: Counter[tuple[str, str]] = Counter()
+    missed_by_tenant: Counter[tuple[str, str, str]] = Counter()
     for row in decided:
         if row.id not in done:
             continue
@@ -142,11 +148,13 @@ def _result(
         ledgered[(row.queue, row.job, kind, row.reason)] += 1
         if row.reason == SkipReason.DEADLINE:
             missed_by[(row.queue, row.job)] += 1
+            missed_by_tenant[(row.queue, row.job, row.tenant)] += 1
     return GuardResult(
         missed=len(missed),
         dropped=len(dropped),
         ledgered_by=dict(ledgered),
         missed_by=dict(missed_by),
+        missed_by_tenant=dict(missed_by_tenant),
         batch_full=len(decided) >= batch,
     )
 

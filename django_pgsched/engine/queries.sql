@@ -379,7 +379,7 @@ decided AS MATERIALIZED (
            END AS reason
       FROM due d
 )
-SELECT r.id, r.schedule_id, r.scheduled_for, d.reason, r.job, r.queue,
+SELECT r.id, r.schedule_id, r.scheduled_for, d.reason, r.job, r.queue, r.tenant,
        s.cron, s."interval", s.anchor, s.timezone, s.dst_gap, s.dst_fold,
        (SELECT now FROM clock) AS db_now
   FROM decided d

@@ -149,6 +149,7 @@ class GuardDecision(NamedTuple):
     reason: str  # a ledger reason: overlap or deadline
     job: str
     queue: str
+    tenant: str
     cron: str | None
     interval: timedelta | None
     anchor: datetime | None

@@ -145,10 +145,15 @@ class Metrics:
         sender: object,
         missed: dict[tuple[str, str], int],
         ledgered: dict[tuple[str, str, str, str], int],
+        missed_tenants: dict[tuple[str, str, str], int] | None = None,
         **kwargs: Any,
     ) -> None:
-        for (queue, job), count in missed.items():
-            self.finished.labels(queue, job, RunStatus.MISSED.value).inc(count)
+        if self.tenant_label:
+            for (queue, job, tenant), count in (missed_tenants or {}).items():
+                self.finished.labels(queue, job, RunStatus.MISSED.value, tenant).inc(count)
+        else:
+            for (queue, job), count in missed.items():
+                self.finished.labels(queue, job, RunStatus.MISSED.value).inc(count)
         for ledger_labels, count in ledgered.items():
             self.ledgered.labels(*ledger_labels).inc(count)
 

@@ -167,6 +167,7 @@ def test_a_run_not_started_by_its_deadline_is_missed_without_running(exclusive):
             "signal": events.runs_guarded,
             "missed": {("default", "tests.noop"): 2},
             "ledgered": {("default", "tests.noop", "cron", "deadline"): 2},
+            "missed_tenants": {("default", "tests.noop", ""): 2},
         }
     ]
     assert claim(executor(), 3.6) == 2  # T+2 (start_by T+4) and T+3 (T+5) start in time
@@ -260,3 +261,18 @@ def _dsn() -> dict[str, Any]:
     from tests.conftest import dsn
 
     return dsn()
+
+
+def test_missed_runs_carry_their_tenant_to_the_opt_in_metrics_label(exclusive):
+    from django_pgsched.ops.metrics import Metrics
+    from tests.integration.test_metrics import value
+
+    metrics = Metrics(tenant_label=True)
+    metrics.connect()
+    try:
+        exclusive("allow", start_deadline=seconds(2), tenant="acme")
+        Guard().run_once(now=T + seconds(3.5))
+    finally:
+        metrics.disconnect()
+    labels = {"queue": "default", "job": "tests.noop", "status": "missed"}
+    assert value(metrics, "pgsched_runs_finished_total", **labels, tenant="acme") == 2

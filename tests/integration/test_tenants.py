@@ -82,9 +82,7 @@ def test_the_admin_filters_runs_and_schedules_by_tenant(admin_client, make_sched
     assert "acme" in detail
 
 
-def test_the_admin_lists_show_a_tenant_column_while_tenants_are_in_use(
-    admin_client, make_schedule
-):
+def test_the_admin_lists_show_a_tenant_column_while_tenants_are_in_use(admin_client, make_schedule):
     make_schedule(name="plain")
     enqueue("tests.noop")
     for url in ("/admin/pgsched/jobrun/", "/admin/pgsched/schedule/"):
