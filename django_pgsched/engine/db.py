@@ -60,6 +60,21 @@ def _ms(seconds: float) -> str:
     return f"{max(0, round(seconds * 1000))}ms"
 
 
+#: Query planner settings of a role's sessions. The executor's claim must read
+#: ``pgsched_run_claim_order_idx`` in order and stop at its limit, whatever the
+#: statistics say: a generic plan does not know the limit (PostgreSQL assumes
+#: a tenth of the rows) nor how many runs are due, and when the statistics
+#: show few claimable runs (a history of finished ones, none pending) it may
+#: read them all from another index (``pgsched_run_claimable_idx``, or a bitmap
+#: of this one) and sort them, which costs a pass every due run: 140 ms a pass
+#: with 100,000 due where the ordered scan takes 0.03 ms. Without sorts, the
+#: ordered scan is the only plan left (and ``next_due`` reads
+#: ``pgsched_run_claimable_idx`` in order up to its first row). No statement
+#: of the executor's sessions needs a sort. tests/integration/test_plans.py
+#: checks the claim's plan under these settings.
+ROLE_PLANNER_SETTINGS: dict[str, dict[str, str]] = {"executor": {"enable_sort": "off"}}
+
+
 def configure(conn: BaseDatabaseWrapper, role: str, settings: Settings | None = None) -> None:
     """Apply the scheduler's session settings to ``conn`` if it is a new connection."""
     settings = settings or get_settings()
@@ -67,6 +82,12 @@ def configure(conn: BaseDatabaseWrapper, role: str, settings: Settings | None = 
     raw = conn.connection
     if getattr(raw, _CONFIGURED_ATTR, None) == role:
         return
+    # every role's planner settings, the others' back to the server's (a connection
+    # may serve several roles one after the other: testing.run_due)
+    planner_settings = {
+        name: ROLE_PLANNER_SETTINGS.get(role, {}).get(name)
+        for name in sorted({name for names in ROLE_PLANNER_SETTINGS.values() for name in names})
+    }
     with conn.cursor() as cursor:
         cursor.execute(
             "SELECT set_config('lock_timeout', %s, false),"
@@ -74,7 +95,12 @@ def configure(conn: BaseDatabaseWrapper, role: str, settings: Settings | None = 
             " set_config('idle_in_transaction_session_timeout', %s, false),"
             " set_config('application_name', %s, false),"
             " set_config('pgsched.actor', %s, false),"  # who, in the schedule audit trail
-            " set_config('plan_cache_mode', %s, false)",
+            " set_config('plan_cache_mode', %s, false)"
+            + "".join(
+                ", set_config(%s, coalesce(%s,"
+                " (SELECT reset_val FROM pg_settings WHERE name = %s)), false)"
+                for _ in planner_settings
+            ),
             [
                 _ms(settings.LOCK_TIMEOUT.total_seconds()),
                 _ms(settings.STATEMENT_TIMEOUT.total_seconds()),
@@ -87,6 +113,7 @@ def configure(conn: BaseDatabaseWrapper, role: str, settings: Settings | None = 
                 # server CPU than executing it; tests/integration/test_plans.py checks the
                 # generic plans use the indexes the custom ones do.
                 "force_generic_plan" if settings.PREPARED_STATEMENTS else "auto",
+                *(item for name, value in planner_settings.items() for item in (name, value, name)),
             ],
         )
     setattr(raw, _CONFIGURED_ATTR, role)
