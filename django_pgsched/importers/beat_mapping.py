@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django_pgsched.limits import MAX_START_DEADLINE, MIN_START_DEADLINE
 from django_pgsched.registry import get_job
 from django_pgsched.timing import cron as cron_parser
 from django_pgsched.timing.errors import TimetableError
@@ -106,7 +107,10 @@ class Mapped:
 
 # The fields an import sets, and compares on a repeated import. Everything else
 # (misfire policy, attempts, timeout, DST policies, status after creation) is the user's.
+# ``start_deadline`` is the import's only when the task has an ``expire_seconds``
+# (``Mapped.fields`` then holds it); otherwise it stays the user's.
 OWNED_FIELDS = ("job", "kwargs", "cron", "interval", "timezone", "queue")
+OPTIONAL_OWNED_FIELDS = ("start_deadline",)
 
 
 def schedule_name(task_name: str, prefix: str = "") -> str:
@@ -134,10 +138,14 @@ def map_task(
     if reasons:
         raise NotMappable("; ".join(reasons))
     fields["queue"] = task.queue or None
+    deadline, deadline_note = _start_deadline(task)
+    if deadline is not None:
+        fields["start_deadline"] = deadline
     anchor = None
     if task.every is not None:
         anchor = _second(task.last_run_at or task.start_time)
-    return Mapped(name, fields, anchor, task.enabled, _notes(task))
+    notes = (deadline_note,) if deadline_note else ()
+    return Mapped(name, fields, anchor, task.enabled, notes + _notes(task))
 
 
 def _job(task_name: str, jobs: Mapping[str, str]) -> str:
@@ -255,16 +263,34 @@ def _window(task: BeatTask, now: datetime) -> dict[str, Any]:
     return {}
 
 
+def _start_deadline(task: BeatTask) -> tuple[timedelta | None, str]:
+    """Celery's ``expire_seconds`` (a task received later is revoked) as ``start_deadline``.
+
+    A run not started within that many seconds of its occurrence ends ``missed``
+    without running, as Celery's worker drops an expired message. Outside the
+    deadline's bounds it is dropped with a note.
+    """
+    if task.expire_seconds is None:
+        return None, ""
+    deadline = timedelta(seconds=task.expire_seconds)
+    if not MIN_START_DEADLINE <= deadline <= MAX_START_DEADLINE:
+        return None, (
+            f"expire_seconds {task.expire_seconds} dropped: a start deadline is "
+            f"{int(MIN_START_DEADLINE.total_seconds())} s to "
+            f"{MAX_START_DEADLINE.days} days, so a late run still starts"
+        )
+    return deadline, ""
+
+
 def _notes(task: BeatTask) -> tuple[str, ...]:
     """What Celery would use and a schedule has no place for (the task is imported)."""
     notes = []
-    if task.expire_seconds is not None:
-        notes.append(
-            f"expire_seconds {task.expire_seconds} dropped: a late run still starts "
-            "(the misfire policy decides what a late planner runs)"
-        )
     if task.priority is not None:
-        notes.append(f"priority {task.priority} dropped: runs have no priority")
+        notes.append(
+            f"priority {task.priority} dropped: Celery's priorities are the broker's "
+            "(RabbitMQ takes higher numbers first, Redis lower ones); a schedule's runs "
+            "of a job have priority 0"
+        )
     for option in ("exchange", "routing_key"):
         if getattr(task, option):
             notes.append(f"{option} {getattr(task, option)!r} dropped: no broker routing")

@@ -28,7 +28,15 @@ from django.db import DatabaseError, transaction
 from django_pgsched.conf import get_settings
 from django_pgsched.models import Schedule, ScheduleStatus, db_now
 
-from .beat_mapping import OWNED_FIELDS, BeatTask, Crontab, Mapped, NotMappable, map_task
+from .beat_mapping import (
+    OPTIONAL_OWNED_FIELDS,
+    OWNED_FIELDS,
+    BeatTask,
+    Crontab,
+    Mapped,
+    NotMappable,
+    map_task,
+)
 
 SOURCE = "celery_beat"
 
@@ -193,7 +201,8 @@ def _upsert(
         if status == ScheduleStatus.ACTIVE:
             result.created_active.append(m.name)
         return
-    changed = [f for f in OWNED_FIELDS if getattr(current, f) != m.fields[f]]
+    owned = [*OWNED_FIELDS, *(f for f in OPTIONAL_OWNED_FIELDS if f in m.fields)]
+    changed = [f for f in owned if getattr(current, f) != m.fields[f]]
     if not changed:
         result.unchanged.append(m.name)
         return

@@ -137,7 +137,7 @@ def test_a_dry_run_reports_everything_and_writes_nothing(beat):
     assert f"7 would be created: {', '.join(IMPORTED)}" in out
     for name, why in NOT_MAPPED.items():
         assert f"\n  {name}: " in out and why in out.split(f"\n  {name}: ")[1].split("\n")[0]
-    assert "prioritised: expire_seconds 60 dropped" in out and "priority 5 dropped" in out
+    assert "prioritised: priority 5 dropped" in out and "expire_seconds" not in out
 
 
 @needs_beat
@@ -163,6 +163,9 @@ def test_the_import_maps_each_kind_and_reports_the_rest(beat):
     assert nightly.timezone == "UTC"
     assert got["disabled"].status == "paused"
     assert got["mapped"].job == "tests.noop"
+    # Celery's expire_seconds: a run not started 60 s after its occurrence ends missed
+    assert got["prioritised"].start_deadline == timedelta(seconds=60)
+    assert nightly.start_deadline is None
     assert sorted(result.created_active) == sorted(set(IMPORTED) - {"disabled"})
 
 
@@ -174,8 +177,11 @@ def test_a_repeated_import_changes_nothing_then_only_what_changed_in_beat(beat):
     assert snapshot() == first
     assert sorted(again.unchanged) == IMPORTED and not again.created and not again.updated
 
-    # the user's own changes to an imported schedule stay (status, policy)
-    Schedule.objects.filter(name="weekday poll").update(status="paused", misfire_policy="skip")
+    # the user's own changes to an imported schedule stay (status, policy, and a start
+    # deadline where beat has no expire_seconds)
+    Schedule.objects.filter(name="weekday poll").update(
+        status="paused", misfire_policy="skip", start_deadline=timedelta(minutes=5)
+    )
     crontab = beat["crontab"].objects.get(minute="30", hour="2")
     crontab.hour = "3"
     crontab.save()
@@ -187,6 +193,7 @@ def test_a_repeated_import_changes_nothing_then_only_what_changed_in_beat(beat):
     assert Schedule.objects.get(name="nightly report").cron == "30 3 * * *"
     weekday = Schedule.objects.get(name="weekday poll")
     assert (weekday.status, weekday.misfire_policy) == ("paused", "skip")
+    assert weekday.start_deadline == timedelta(minutes=5)
 
 
 @needs_beat

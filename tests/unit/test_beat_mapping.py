@@ -151,9 +151,24 @@ def test_what_celery_routes_by_is_imported_without_and_noted():
         task(priority=3, exchange="ex", routing_key="rk", headers='{"a": 1}', expire_seconds=30),
         now=NOW,
     )
-    assert len(mapped.notes) == 5
-    assert mapped.notes[0].startswith("expire_seconds 30 dropped")
+    assert len(mapped.notes) == 4
+    assert mapped.notes[0].startswith("priority 3 dropped")
     assert map_task(task(headers="{}"), now=NOW).notes == ()
+
+
+def test_expire_seconds_becomes_the_start_deadline():
+    mapped = map_task(task(expire_seconds=30), now=NOW)
+    assert mapped.fields["start_deadline"] == timedelta(seconds=30)
+    assert mapped.notes == ()
+    # without it the deadline is not the import's (a user's value survives a re-import)
+    assert "start_deadline" not in map_task(task(), now=NOW).fields
+    for seconds in (0, 366 * 86400 + 1):
+        mapped = map_task(task(expire_seconds=seconds), now=NOW)
+        assert "start_deadline" not in mapped.fields
+        assert mapped.notes == (
+            f"expire_seconds {seconds} dropped: a start deadline is 1 s to 366 days, "
+            "so a late run still starts",
+        )
 
 
 def test_a_disabled_task_and_a_prefix():
