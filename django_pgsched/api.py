@@ -14,6 +14,7 @@ from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
 from . import events
+from .bounds import time_error
 from .conf import get_settings
 from .engine import db, queries
 from .models import JobRun, Schedule, db_now
@@ -73,6 +74,8 @@ def enqueue(
         errors["kwargs"] = exc.messages
     if run_at is not None and (not isinstance(run_at, datetime) or timezone.is_naive(run_at)):
         errors["run_at"] = [f"run_at: timezone offset required (schedules are UTC), got {run_at!r}"]
+    elif run_at is not None and (problem := time_error("run_at", run_at)):
+        errors["run_at"] = [problem]  # e.g. datetime(1, 1, 1, tzinfo=+05:00): 1 BC in UTC
     checks = (
         ("queue", queue, validate_queue),
         ("max_attempts", max_attempts, validate_max_attempts),

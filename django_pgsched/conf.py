@@ -190,6 +190,18 @@ def _check_values(s: Settings) -> None:
             f"{MAX_CATCH_UP_LIMIT}, "
             f"got {s.DEFAULT_CATCH_UP_LIMIT!r}"
         )
+    # the database's CHECKs bound every payload (migration 0015): a setting above them
+    # would let clean() pass what the database then refuses
+    if s.MAX_PAYLOAD_DEPTH > 100:
+        raise ImproperlyConfigured(
+            f"PGSCHED['MAX_PAYLOAD_DEPTH']: must be at most 100 (the database's bound), "
+            f"got {s.MAX_PAYLOAD_DEPTH!r}"
+        )
+    if s.MAX_PAYLOAD_BYTES > 1_048_576:
+        raise ImproperlyConfigured(
+            f"PGSCHED['MAX_PAYLOAD_BYTES']: must be at most 1048576 (the database's bound), "
+            f"got {s.MAX_PAYLOAD_BYTES!r}"
+        )
     if not isinstance(s.LEASE_FACTOR, (int, float)) or isinstance(s.LEASE_FACTOR, bool):
         raise ImproperlyConfigured(
             f"PGSCHED['LEASE_FACTOR']: expected a number, got {s.LEASE_FACTOR!r}"

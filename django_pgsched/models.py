@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError
 from django.db import connections, models, transaction
 from django.db.models.functions import Now
 
+from . import bounds
 from .audit.actor import orm_unless_named
 from .conf import get_settings
 from .limits import (
@@ -125,6 +126,14 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
     def delete(self) -> tuple[int, dict[str, int]]:
         with transaction.atomic(using=self.db, savepoint=False), orm_unless_named(self.db):
             return super().delete()
+
+    def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list[Schedule]:
+        """``bulk_create()``, refusing out-of-bounds values first (:mod:`.bounds`)."""
+        objs = list(objs)
+        for obj in objs:
+            obj.check_bounds()
+        with bounds.refused_as_validation_error():
+            return super().bulk_create(objs, *args, **kwargs)
 
 
 class Schedule(models.Model):
@@ -326,11 +335,22 @@ class Schedule(models.Model):
         if self.status == ScheduleStatus.BROKEN and self._lattice_changed():
             self.status = ScheduleStatus.ACTIVE  # the definition was fixed
             self.last_error = ""
+        self.check_bounds()
         using = kwargs.get("using") or get_settings().DATABASE_ALIAS
         # the audit trail's actor is the ORM, unless one is named
-        with transaction.atomic(using=using, savepoint=False), orm_unless_named(using):
+        with (
+            bounds.refused_as_validation_error(),
+            transaction.atomic(using=using, savepoint=False),
+            orm_unless_named(using),
+        ):
             self._save(using, args, kwargs)
         self._remember()
+
+    def check_bounds(self) -> None:
+        """``ValidationError`` for a time, duration or payload the database would refuse."""
+        bounds.check(
+            self, bounds.SCHEDULE_TIMES, bounds.SCHEDULE_DURATIONS, bounds.SCHEDULE_PAYLOADS
+        )
 
     def delete(self, using: Any = None, keep_parents: bool = False) -> tuple[int, dict[str, int]]:
         alias = using or get_settings().DATABASE_ALIAS
@@ -385,12 +405,32 @@ class Schedule(models.Model):
 
     # -- validation -------------------------------------------------------------
 
+    def clean_fields(self, exclude: Any = None) -> None:
+        # a payload Python cannot write back as JSON (an integer of 4,300 digits or more)
+        # would make JSONField's own validation raise a bare ValueError
+        message = bounds.payload_error("kwargs", self.kwargs)
+        if message is None or (exclude is not None and "kwargs" in exclude):
+            super().clean_fields(exclude)
+            return
+        errors = {"kwargs": [message]}
+        try:
+            super().clean_fields({*(exclude or ()), "kwargs"})
+        except ValidationError as exc:
+            errors.update(exc.message_dict)
+        raise ValidationError(errors)
+
     def clean(self) -> None:
         errors: dict[str, list[str]] = {}
 
         def add(field: str, exc: ValidationError | timetable.TimetableError) -> None:
             messages = exc.messages if isinstance(exc, ValidationError) else [str(exc)]
             errors.setdefault(field, []).extend(messages)
+
+        try:
+            self.check_bounds()
+        except ValidationError as exc:
+            for field, messages in exc.message_dict.items():
+                errors.setdefault(field, []).extend(messages)
 
         settings = get_settings()
         spec = None
@@ -566,6 +606,14 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
 
     def unfinished(self) -> JobRunQuerySet:
         return self.exclude(status__in=TERMINAL_STATUSES)
+
+    def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list[JobRun]:
+        """``bulk_create()``, refusing out-of-bounds values first (:mod:`.bounds`)."""
+        objs = list(objs)
+        for obj in objs:
+            obj.check_bounds()
+        with bounds.refused_as_validation_error():
+            return super().bulk_create(objs, *args, **kwargs)
 
 
 class JobRun(models.Model):
@@ -797,6 +845,16 @@ class JobRun(models.Model):
     def __str__(self) -> str:
         label = self.schedule_name or self.job
         return f"{label} @ {self.scheduled_for:%Y-%m-%d %H:%M:%S}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Save, refusing out-of-bounds values first (:mod:`.bounds`)."""
+        self.check_bounds()
+        with bounds.refused_as_validation_error():
+            super().save(*args, **kwargs)
+
+    def check_bounds(self) -> None:
+        """``ValidationError`` for a time, duration or payload the database would refuse."""
+        bounds.check(self, bounds.RUN_TIMES_ALL, bounds.RUN_DURATIONS, bounds.RUN_PAYLOADS)
 
     @property
     def is_terminal(self) -> bool:

@@ -70,6 +70,31 @@ EMPTY_MEANS = {
 }
 
 
+class PayloadField(forms.JSONField):
+    """A JSON box whose text Python cannot read back is a form error, not a 500.
+
+    Django's JSON form field turns only ``JSONDecodeError`` into a form error; a
+    5,000-digit integer raises a bare ``ValueError`` (Python's integer size limit),
+    and a payload nested thousands deep a ``RecursionError``.
+    """
+
+    def to_python(self, value: Any) -> Any:
+        try:
+            return super().to_python(value)
+        except (ValueError, RecursionError) as exc:
+            if isinstance(exc, forms.ValidationError):
+                raise
+            raise forms.ValidationError(
+                f"kwargs: cannot be read as JSON ({exc})", code="invalid"
+            ) from None
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        try:
+            return super().bound_data(data, initial)
+        except (ValueError, RecursionError):
+            return forms.fields.InvalidJSONInput(data)
+
+
 class ScheduleForm(http_form.HttpRequestFields, forms.ModelForm):  # type: ignore[type-arg]
     job = forms.ChoiceField(
         help_text="A job registered with @job, or a django.tasks task (task:<module path>)."
@@ -78,6 +103,7 @@ class ScheduleForm(http_form.HttpRequestFields, forms.ModelForm):  # type: ignor
     class Meta:
         model = Schedule
         fields = EDITABLE_FIELDS
+        field_classes = {"kwargs": PayloadField}
         widgets = {
             "cron": forms.TextInput(
                 attrs={"placeholder": "0 30 9 * * MON-FRI", "size": 40, "spellcheck": "false"}

@@ -28,6 +28,7 @@ from django.core import checks
 from django.core.exceptions import ValidationError
 from django.db import connections, transaction
 
+from ..bounds import time_error
 from ..conf import get_settings
 from ..engine import queries, rows
 from ..registry import validate_job_name, validate_queue
@@ -87,6 +88,8 @@ class PgschedBackend(BaseTaskBackend):
         args, kwargs = clean_call(args, kwargs)
         settings = get_settings()
         alias = settings.DATABASE_ALIAS
+        if task.run_after is not None and (problem := time_error("run_after", task.run_after)):
+            raise InvalidTask(problem)  # year 1 BC or year 10000 once in UTC: no run can hold it
         run_after = task.run_after.astimezone(UTC) if task.run_after is not None else None
         call = {
             "args": args,

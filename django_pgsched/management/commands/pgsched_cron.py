@@ -26,7 +26,12 @@ def aware(value: str) -> datetime:
         raise argparse.ArgumentTypeError(f"not an ISO 8601 date and time: {value!r}") from None
     if parsed.tzinfo is None:
         raise argparse.ArgumentTypeError(f"{value!r} needs a UTC offset, e.g. {value}+00:00")
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is out of range: must be from year 1 to 9999 in UTC"
+        ) from None
 
 
 def count(value: str) -> int:
@@ -91,6 +96,16 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            self._preview(options)
+        except (OverflowError, ValueError) as exc:  # arithmetic at the edge of year 9999
+            after = options["after"].isoformat() if options["after"] else "now"
+            raise CommandError(
+                f"cannot preview after {after}: the times reach past the supported range "
+                f"(year 1 to 9999 in UTC): {exc}"
+            ) from None
+
+    def _preview(self, options: dict[str, Any]) -> None:
         expression, tz = options["expression"], options["tz"]
         try:
             lattice = zoned.cron(expression, tz, options["dst_gap"], options["dst_fold"])
