@@ -47,6 +47,7 @@ from .common import (
     with_tenant_column,
 )
 from .forms import EDITABLE_FIELDS, ScheduleForm
+from .timeline import ON_SCHEDULE_PAGE, timeline_table
 from .times import PREVIEW, fire_time, local_and_utc, transitions_preview, zone_tag, zone_words
 
 RECENT_RUNS = 10  # cells in a schedule's strip
@@ -175,6 +176,7 @@ class ScheduleAdmin(ScheduleAdminBase):
         "created_at",
         "updated_at",
         "change_history",
+        "timeline",
     )
     fieldsets = (
         (None, {"fields": ("name", "job", "kwargs", "tenant")}),
@@ -235,6 +237,15 @@ class ScheduleAdmin(ScheduleAdminBase):
                     "created_at",
                     "updated_at",
                 )
+            },
+        ),
+        (
+            "Occurrences",
+            {
+                "fields": ("timeline",),
+                "description": f"The last {ON_SCHEDULE_PAGE} occurrences, newest first: each ran "
+                "(its run's status), was skipped (the ledger's reason) or missed its start "
+                "deadline, or is not planned yet.",
             },
         ),
         (
@@ -426,6 +437,12 @@ class ScheduleAdmin(ScheduleAdminBase):
         if isinstance(lattice, zoned.ZonedCronTimetable):
             html = format_html("{}{}", html, transitions_preview(lattice, now))
         return html
+
+    @admin.display(description="Timeline")
+    def timeline(self, obj: Schedule) -> SafeString:
+        if obj._state.adding:
+            return format_html("{}", "—")
+        return timeline_table(obj)
 
     @admin.display(description="Latest changes")
     def change_history(self, obj: Schedule) -> SafeString:

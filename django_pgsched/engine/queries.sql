@@ -234,12 +234,12 @@ claimable AS MATERIALIZED (
        -- an overlap policy (skip, buffer_one): the runs of a schedule start one at
        -- a time, in the order they were created (pgsched_run_exclusive_idx; see
        -- guard_decide); skip also never starts a run that an earlier started one
-       -- overlapped when it fell due
+       -- overlapped when it fell due (a backfilled run waits its turn instead)
        AND (r.overlap IS NULL
             OR (NOT EXISTS (SELECT FROM pgsched_job_run e
                              WHERE e.schedule_id = r.schedule_id AND e.overlap IS NOT NULL
                                AND e.finished_at IS NULL AND e.id < r.id)
-                AND (r.overlap <> 'skip'
+                AND (r.overlap <> 'skip' OR r.is_backfill
                      OR NOT EXISTS (SELECT FROM pgsched_job_run e
                                      WHERE e.schedule_id = r.schedule_id
                                        AND e.overlap IS NOT NULL
@@ -343,13 +343,15 @@ SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue
 -- * overlap, buffer_one: two earlier runs of the schedule are unfinished (the
 --   one running or next, and the one waiting behind it);
 -- * deadline: not started by its start_by.
+-- A backfilled run is never skipped for overlap: it waits its turn (it has no
+-- start deadline either: ledger/backfill.py).
 -- Runs of a schedule are ordered by id: the planner and backfill insert them
 -- holding the schedule's row lock, so ids follow commit order per schedule.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
 ),
 due AS MATERIALIZED (
-    SELECT r.id, r.schedule_id, r.fire_after, r.overlap, r.start_by
+    SELECT r.id, r.schedule_id, r.fire_after, r.overlap, r.start_by, r.is_backfill
       FROM pgsched_job_run r
      WHERE r.status = 'pending'
        AND (r.overlap IS NOT NULL OR r.start_by IS NOT NULL)
@@ -357,7 +359,7 @@ due AS MATERIALIZED (
 ),
 decided AS MATERIALIZED (
     SELECT d.id,
-           CASE WHEN d.overlap = 'skip'
+           CASE WHEN d.overlap = 'skip' AND NOT d.is_backfill
                  AND (EXISTS (SELECT FROM pgsched_job_run e
                                WHERE e.schedule_id = d.schedule_id AND e.overlap IS NOT NULL
                                  AND e.finished_at IS NULL AND e.started_at IS NOT NULL
@@ -367,7 +369,7 @@ decided AS MATERIALIZED (
                                     AND e.finished_at > d.fire_after
                                     AND e.started_at IS NOT NULL AND e.id < d.id))
                 THEN 'overlap'
-                WHEN d.overlap = 'buffer_one'
+                WHEN d.overlap = 'buffer_one' AND NOT d.is_backfill
                  AND (SELECT count(*)
                         FROM (SELECT FROM pgsched_job_run e
                                WHERE e.schedule_id = d.schedule_id AND e.overlap IS NOT NULL

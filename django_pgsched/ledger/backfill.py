@@ -15,10 +15,10 @@ locked for the transaction (``FOR NO KEY UPDATE``: a planner skips it
 meanwhile), so the runs of one schedule are always created in order of
 commit, which is what lets the overlap policy serialise them
 (:mod:`django_pgsched.engine.guard`). A backfilled run honours the schedule's
-overlap policy like any other: it waits behind, or is skipped for, the runs
-created before it (with ``skip``, backfilling many occurrences at once runs
-the first and skips the rest while it runs). Its start deadline counts from
-when it is created (it is due then).
+overlap policy by waiting: it never runs beside another run of the schedule,
+it starts after every run created before it has finished, and it is never
+skipped for overlap (a backfill asks for those runs explicitly). It has no
+start deadline.
 """
 
 from __future__ import annotations
@@ -57,15 +57,13 @@ WITH occurrence AS (
 )
 INSERT INTO pgsched_job_run
        (schedule_id, schedule_name, scheduled_for, idempotency_key, job, kwargs, queue, status,
-        fire_after, attempts, max_attempts, timeout, note, tenant, is_backfill, overlap,
-        start_by)
+        fire_after, attempts, max_attempts, timeout, note, tenant, is_backfill, overlap)
 SELECT s.id, s.name, o.scheduled_for,
        'pgsched:' || s.id || ':'
            || to_char(o.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
        s.job, s.kwargs, %(queue)s, 'pending', statement_timestamp(), 0,
        coalesce(s.max_attempts, %(max_attempts)s), coalesce(s.timeout, %(timeout)s),
-       %(note)s, s.tenant, true, nullif(s.overlap, 'allow'),
-       statement_timestamp() + s.start_deadline
+       %(note)s, s.tenant, true, nullif(s.overlap, 'allow')
   FROM occurrence o, pgsched_schedule s
  WHERE s.id = %(id)s
  ORDER BY o.scheduled_for

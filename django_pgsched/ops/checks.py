@@ -12,6 +12,8 @@ pgsched.E006   A database router sends the scheduler's models away from
                ``DATABASE_ALIAS`` (claims must go to the primary).
 pgsched.E007   Failpoints (``PGSCHED_FAILPOINTS``) are set while ``DEBUG`` is off.
 pgsched.E008   The unique occurrence index is missing or invalid (database check).
+pgsched.W004   An active schedule went quiet: not planned, or no run started for
+               two occurrences (database check; django_pgsched.ledger.stalls).
 pgsched.W003   The schedule audit trigger does not cover every column of
                ``pgsched_schedule`` (database check): changes to those columns
                alone are not recorded.
@@ -206,7 +208,29 @@ def check_database_version(
                 id="pgsched.E002",
             )
         ]
-    return _check_occurrence_index(conn) + _check_audit_trigger(conn)
+    return _check_occurrence_index(conn) + _check_audit_trigger(conn) + _check_stalls(conn)
+
+
+def _check_stalls(conn: Any) -> list[checks.CheckMessage]:
+    """Active schedules that went quiet (:mod:`django_pgsched.ledger.stalls`)."""
+    from ..ledger.stalls import stalled
+
+    if "pgsched_schedule" not in conn.introspection.table_names():
+        return []  # not migrated yet
+    found = stalled(limit=11, using=conn.alias)
+    if not found:
+        return []
+    more = " (and more)" if len(found) > 10 else ""
+    return [
+        checks.Warning(
+            f"{len(found[:10])} active schedule(s) went quiet{more}: "
+            + "; ".join(str(stall) for stall in found[:10]),
+            hint="not planned: is a replica running its planner loop? no run started: look "
+            "at the schedule's timeline in the admin (a run holding back an overlap policy, "
+            "a queue no replica serves, a job no replica has, every run missed).",
+            id="pgsched.W004",
+        )
+    ]
 
 
 def _check_occurrence_index(conn: Any) -> list[checks.CheckMessage]:

@@ -267,11 +267,46 @@ class DatabaseCollector(Collector):
             for state in BreakerState.values:
                 by_state.add_metric([state], breakers.get(state, 0))
             yield by_state
+        stalls = _stalls()
+        if stalls is not None:
+            stalled = GaugeMetricFamily(
+                "pgsched_schedules_stalled",
+                "Active schedules that went quiet: not planned, or no run started for two.",
+                labels=["reason"],
+            )
+            for reason in ("not_planned", "not_running"):
+                stalled.add_metric([reason], stalls.get(reason, 0))
+            yield stalled
         yield GaugeMetricFamily(
             "pgsched_clock_skew_seconds",
             "This replica's clock minus the database's.",
             value=(before + after) / 2 - db_time.timestamp(),
         )
+
+
+STALLS_EVERY = 30.0  # seconds between two reads of the stalled schedules
+STALLS_LIMIT = 10_000
+_stalls_cache: tuple[float, dict[str, int]] | None = None
+
+
+def _stalls() -> dict[str, int] | None:
+    """Stalled schedules by reason, read at most every ``STALLS_EVERY`` seconds."""
+    global _stalls_cache
+    from ..ledger.stalls import stalled
+
+    now = time.monotonic()
+    if _stalls_cache is not None and now - _stalls_cache[0] < STALLS_EVERY:
+        return _stalls_cache[1]
+    try:
+        found = stalled(limit=STALLS_LIMIT)
+    except DatabaseError:
+        logger.warning("metrics: the stalled schedules could not be read", exc_info=True)
+        return None
+    counts: dict[str, int] = {}
+    for stall in found:
+        counts[stall.reason] = counts.get(stall.reason, 0) + 1
+    _stalls_cache = (now, counts)
+    return counts
 
 
 def loops_healthy(runner: Runner, now: float | None = None) -> dict[str, bool]:

@@ -193,8 +193,15 @@ def check(
     return violations
 
 
-def _occurrences(conn: psycopg.Connection[Any]) -> list[tuple[int, int, datetime]]:
-    """(run id, schedule id, scheduled_for) of every scheduled run, including deleted ones."""
+def _occurrences(
+    conn: psycopg.Connection[Any], *, dropped: bool = True
+) -> list[tuple[int, int, datetime]]:
+    """(run id, schedule id, scheduled_for) of every scheduled run, including deleted ones.
+
+    Without ``dropped``, not the runs deleted while pending: the guard's
+    overlapped runs, which never ran (their occurrence went into the ledger,
+    and a backfill may give it a run again).
+    """
     return _rows(
         conn,
         """
@@ -202,15 +209,21 @@ def _occurrences(conn: psycopg.Connection[Any]) -> list[tuple[int, int, datetime
         UNION
         SELECT run_id, schedule_id, scheduled_for FROM faults_run_audit
          WHERE op = 'delete' AND schedule_id IS NOT NULL
+           AND (%(dropped)s OR old_status <> 'pending')
         """,
+        {"dropped": dropped},
     )
 
 
 def check_unique(conn: psycopg.Connection[Any]) -> list[Violation]:
-    """I1: one run per (schedule, scheduled_for), ever; the unique index valid and ready."""
+    """I1: one run per (schedule, scheduled_for), ever; the unique index valid and ready.
+
+    A run the guard deleted while pending (overlapped: it never ran) does not
+    count: a backfill may create the occurrence's run again.
+    """
     out = []
     seen: dict[tuple[int, datetime], set[int]] = defaultdict(set)
-    for run_id, schedule_id, scheduled_for in _occurrences(conn):
+    for run_id, schedule_id, scheduled_for in _occurrences(conn, dropped=False):
         seen[(schedule_id, scheduled_for)].add(run_id)
     for (schedule_id, scheduled_for), ids in sorted(seen.items()):
         if len(ids) > 1:

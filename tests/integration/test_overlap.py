@@ -199,28 +199,23 @@ def test_a_retry_is_not_held_to_the_start_deadline(exclusive):
     assert run.status == "failed" and run.attempts == 2
 
 
-def test_backfill_honours_the_overlap_policy(make_schedule):
-    s = make_schedule(cron="0 * * * * *", overlap="skip", next_fire_at=T + timedelta(hours=1))
-    created = backfill(s.name, T, T + timedelta(minutes=3))
-    assert created == 3
-    first, _second, _third = JobRun.objects.filter(schedule=s).order_by("id")
+def test_backfilled_runs_of_a_skip_schedule_wait_their_turn(make_schedule):
+    s = make_schedule(cron="0 * * * * *", overlap="skip", next_fire_at=T + timedelta(hours=1),
+                      start_deadline=seconds(30))  # fmt: skip
+    assert backfill(s.name, T, T + timedelta(minutes=3)) == 3
+    runs_ = list(JobRun.objects.filter(schedule=s).order_by("id"))
+    assert [r.start_by for r in runs_] == [None] * 3  # asked for late: no start deadline
     ex = executor()
-    now = first.fire_after + seconds(1)
-    assert ex.run_once(now=now).claimed == 1  # the first backfilled run; the others overlap it
-    Guard().run_once(now=now)
-    assert [r.status for r in JobRun.objects.filter(schedule=s)] == ["running"]
-    assert ledger(s) == [(60, 120, 2, "overlap")]
+    now = runs_[0].fire_after + seconds(60)
+    for i in range(3):
+        assert ex.run_once(now=now).claimed == 1  # one at a time, in order, none skipped
+        assert Guard().run_once(now=now).dropped == 0
+        assert list(JobRun.objects.filter(schedule=s, status="running")) == [runs_[i]]
+        finish(s, 60 * i, (now - T).total_seconds() + 1)
+        now += seconds(2)
+    assert ledger(s) == []
     report = account(s, T, T + timedelta(minutes=3))
-    assert report.problems == [] and report.runs == 1
-
-
-def test_backfilled_runs_take_their_start_deadline_from_when_they_are_created(make_schedule):
-    s = make_schedule(
-        cron="0 * * * * *", start_deadline=seconds(30), next_fire_at=T + timedelta(hours=1)
-    )
-    backfill(s.name, T, T + timedelta(minutes=1))
-    run = JobRun.objects.get(schedule=s)
-    assert run.start_by == run.fire_after + seconds(30)
+    assert report.problems == [] and report.runs == 3
 
 
 def _claim_sql(conn: psycopg.Connection[Any], now: datetime, worker: str) -> list[Any]:

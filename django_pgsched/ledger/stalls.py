@@ -1,0 +1,113 @@
+"""Silent stops made loud: active schedules that should have produced an occurrence and did not.
+
+Two ways a schedule goes quiet while it still says ``active``:
+
+``not_planned``
+    its ``next_fire_at`` is far in the past (more than its misfire grace plus
+    the lookahead plus a minute): no planner is running, or none can plan it;
+``not_running``
+    at least two of its occurrences fell due (before now minus its grace) since
+    the last of its runs that started (or since it was created or last changed,
+    a resume included, if that is later): each was
+    skipped, missed, is stuck pending, or its run never started (a run hung
+    behind an ``overlap`` policy, a queue nobody serves, a job no replica has).
+
+:func:`stalled` lists them (``manage.py check --database default`` reports
+them as ``pgsched.W004``; ``pgsched_schedules_stalled`` counts them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connections
+
+from ..conf import get_settings
+from ..timing import timetable, zoned
+
+SLACK = timedelta(minutes=1)
+
+CANDIDATES_SQL = """
+WITH clock AS (SELECT coalesce(%(now)s::timestamptz, statement_timestamp()) AS now)
+SELECT s.name, s.cron, s."interval", s.anchor, s.timezone, s.dst_gap, s.dst_fold,
+       s.next_fire_at, g.grace, clock.now,
+       greatest(started.scheduled_for, s.created_at, s.updated_at) AS since,
+       started.scheduled_for IS NOT DISTINCT FROM
+           greatest(started.scheduled_for, s.created_at, s.updated_at) AS since_run
+  FROM pgsched_schedule s
+ CROSS JOIN clock
+ CROSS JOIN LATERAL (SELECT coalesce(s.misfire_grace, %(grace)s) AS grace) g
+  LEFT JOIN LATERAL (
+        SELECT r.scheduled_for FROM pgsched_job_run r
+         WHERE r.schedule_id = s.id AND r.started_at IS NOT NULL
+         ORDER BY r.scheduled_for DESC
+         LIMIT 1
+       ) started ON true
+ WHERE s.status = 'active'
+   AND (s.next_fire_at < clock.now - g.grace - %(lookahead)s - %(slack)s
+        -- at least two occurrences (each a second or more apart) before now - grace
+        OR greatest(started.scheduled_for, s.created_at, s.updated_at)
+           < clock.now - g.grace - coalesce(2 * s."interval", interval '2 seconds'))
+ ORDER BY s.name
+ LIMIT %(limit)s
+"""
+
+
+@dataclass(frozen=True)
+class Stall:
+    schedule: str
+    reason: str  # not_planned or not_running
+    since: datetime  # next_fire_at; or its last started run's occurrence (or its last change)
+    missed: int  # not_running: occurrences due since then; not_planned: 0 (not counted)
+
+    def __str__(self) -> str:
+        if self.reason == "not_planned":
+            return f"{self.schedule}: not planned since {self.since.isoformat()} (next_fire_at)"
+        return (
+            f"{self.schedule}: no run started for {self.missed} occurrences since "
+            f"{self.since.isoformat()}"
+        )
+
+
+def stalled(
+    *, now: datetime | None = None, limit: int = 100, using: str | None = None
+) -> list[Stall]:
+    """Active schedules that went quiet (at most ``limit``), by name."""
+    s = get_settings()
+    params: dict[str, Any] = {
+        "now": now,
+        "grace": s.MISFIRE_GRACE,
+        "lookahead": s.PLANNER_LOOKAHEAD,
+        "slack": SLACK,
+        "limit": limit,
+    }
+    with connections[using or s.DATABASE_ALIAS].cursor() as cursor:
+        cursor.execute(CANDIDATES_SQL, params)
+        rows = cursor.fetchall()
+    out: list[Stall] = []
+    lattices: dict[tuple[Any, ...], timetable.Timetable | None] = {}
+    for name, cron, every, anchor, tz, gap, fold, nfa, grace, db_now, since, since_run in rows:
+        if nfa is not None and nfa < db_now - grace - s.PLANNER_LOOKAHEAD - SLACK:
+            out.append(Stall(name, "not_planned", nfa, 0))
+            continue
+        key = (cron, every, anchor, tz, gap, fold)
+        if key not in lattices:
+            try:
+                lattices[key] = (
+                    zoned.cron(cron, tz, gap, fold) if cron else timetable.interval(every, anchor)
+                )
+            except (timetable.TimetableError, ValueError, OverflowError):
+                lattices[key] = None  # the planner marks it broken
+        lattice = lattices[key]
+        if lattice is None:
+            continue
+        after = since + timedelta(seconds=1) if since_run else since
+        due = lattice.count(after, db_now - grace)
+        if due >= 2:
+            out.append(Stall(name, "not_running", since, due))
+    return out
+
+
+__all__ = ["Stall", "stalled"]
