@@ -15,6 +15,7 @@ from typing import Any
 
 from . import events
 from .engine.executor import Executor
+from .engine.guard import Guard
 from .engine.planner import Planner
 from .statuses import AttemptStatus
 
@@ -77,6 +78,10 @@ def run_due(
     calling thread's database connection, so pytest-django's ``db`` fixture (or
     ``django_db`` mark) is enough and everything is rolled back after the test.
     ``now`` is a test's time machine; in production the database clock decides.
+    Before each pass and at the end, the guard records what will never start, as
+    on a replica: a run past its start deadline ends ``missed``, one its
+    schedule's overlap policy holds back for good is deleted (both go into the
+    ledger).
     """
     planned = 0
     if plan:
@@ -92,6 +97,7 @@ def run_due(
         attempts.append((run_id, str(outcome)))
 
     executor = Executor(inline=True, queues=queues, using=using, worker_id="run_due")
+    guard = Guard(using=using)
     events.attempt_finished.connect(finished, sender=Executor, weak=False)
     try:
         while True:
@@ -104,8 +110,12 @@ def run_due(
             # may fall due before the ones claimed last (the claim cursor is for
             # replicas under load)
             executor.claim_cursor.reset()
+            # what a replica's guard records: runs past their start deadline end
+            # missed, runs an overlap policy will never start leave for the ledger
+            guard.run_once(now=now)
             if not executor.run_once(now=now).claimed:
                 break
+        guard.run_once(now=now)
     finally:
         events.attempt_finished.disconnect(finished, sender=Executor)
     return RunDueResult(planned=planned, attempts=tuple(attempts))

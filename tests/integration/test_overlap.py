@@ -271,3 +271,14 @@ def test_missed_runs_carry_their_tenant_to_the_opt_in_metrics_label(exclusive):
         metrics.disconnect()
     labels = {"queue": "default", "job": "tests.noop", "status": "missed"}
     assert value(metrics, "pgsched_runs_finished_total", **labels, tenant="acme") == 2
+
+
+def test_run_due_records_what_will_never_start(make_schedule):
+    from django_pgsched.testing import run_due
+
+    s = make_schedule(overlap="skip", start_deadline=seconds(2), next_fire_at=T)
+    run_due(now=T - seconds(1))  # plans T .. T+4, runs nothing yet
+    result = run_due(now=T + seconds(3.5), plan=False)  # T+0 .. T+1 are past their deadline
+    assert len(result.attempts) == 1  # T+2 ran (inline, finished at T+3.5); T+3 it overlapped
+    assert runs(s) == {"+0": "missed", "+1": "missed", "+2": "succeeded", "+4": "pending"}
+    assert ledger(s) == [(0, 1, 2, "deadline"), (3, 3, 1, "overlap")]
