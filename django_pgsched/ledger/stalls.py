@@ -45,14 +45,15 @@ SELECT s.name, s.cron, s."interval", s.anchor, s.timezone, s.dst_gap, s.dst_fold
          ORDER BY r.scheduled_for DESC
          LIMIT 1
        ) started ON true
- WHERE s.status = 'active'
+ WHERE s.status = 'active' AND s.name > %(after)s
    AND (s.next_fire_at < clock.now - g.grace - %(lookahead)s - %(slack)s
         -- at least two occurrences (each a second or more apart) before now - grace
         OR greatest(started.scheduled_for, s.created_at, s.updated_at)
            < clock.now - g.grace - coalesce(2 * s."interval", interval '2 seconds'))
  ORDER BY s.name
- LIMIT %(limit)s
+ LIMIT %(batch)s
 """
+BATCH = 1000  # candidates read per statement (a cron's are only roughly filtered in SQL)
 
 
 @dataclass(frozen=True)
@@ -81,15 +82,30 @@ def stalled(
         "grace": s.MISFIRE_GRACE,
         "lookahead": s.PLANNER_LOOKAHEAD,
         "slack": SLACK,
-        "limit": limit,
+        "batch": BATCH,
+        "after": "",
     }
-    with connections[using or s.DATABASE_ALIAS].cursor() as cursor:
-        cursor.execute(CANDIDATES_SQL, params)
-        rows = cursor.fetchall()
     out: list[Stall] = []
     lattices: dict[tuple[Any, ...], timetable.Timetable | None] = {}
+    with connections[using or s.DATABASE_ALIAS].cursor() as cursor:
+        while len(out) < limit:
+            cursor.execute(CANDIDATES_SQL, params)
+            rows = cursor.fetchall()
+            out += _confirmed(rows, lattices, s.PLANNER_LOOKAHEAD)
+            if len(rows) < BATCH:
+                break
+            params["after"] = rows[-1][0]
+    return out[:limit]
+
+
+def _confirmed(
+    rows: list[Any],
+    lattices: dict[tuple[Any, ...], timetable.Timetable | None],
+    lookahead: timedelta,
+) -> list[Stall]:
+    out = []
     for name, cron, every, anchor, tz, gap, fold, nfa, grace, db_now, since, since_run in rows:
-        if nfa is not None and nfa < db_now - grace - s.PLANNER_LOOKAHEAD - SLACK:
+        if nfa is not None and nfa < db_now - grace - lookahead - SLACK:
             out.append(Stall(name, "not_planned", nfa, 0))
             continue
         key = (cron, every, anchor, tz, gap, fold)

@@ -13,7 +13,8 @@ pgsched.E006   A database router sends the scheduler's models away from
 pgsched.E007   Failpoints (``PGSCHED_FAILPOINTS``) are set while ``DEBUG`` is off.
 pgsched.E008   The unique occurrence index is missing or invalid (database check).
 pgsched.W004   An active schedule went quiet: not planned, or no run started for
-               two occurrences (database check; django_pgsched.ledger.stalls).
+               two occurrences (deployment and database check: ``check --deploy
+               --database default``; django_pgsched.ledger.stalls).
 pgsched.W003   The schedule audit trigger does not cover every column of
                ``pgsched_schedule`` (database check): changes to those columns
                alone are not recorded.
@@ -208,7 +209,24 @@ def check_database_version(
                 id="pgsched.E002",
             )
         ]
-    return _check_occurrence_index(conn) + _check_audit_trigger(conn) + _check_stalls(conn)
+    return _check_occurrence_index(conn) + _check_audit_trigger(conn)
+
+
+@checks.register(checks.Tags.database, deploy=True)
+def check_stalls(
+    app_configs: Sequence[AppConfig] | None = None,
+    databases: Sequence[str] | None = None,
+    **kwargs: Any,
+) -> list[checks.CheckMessage]:
+    """W004, a deployment check (``check --deploy --database``; not at ``runscheduler``'s start,
+    when right after an outage every schedule is behind until the planner catches up)."""
+    s, _errors = _settings()  # check_settings reports them
+    if s is None or not databases or s.DATABASE_ALIAS not in databases:
+        return []
+    conn = connections[s.DATABASE_ALIAS]
+    if conn.vendor != "postgresql":
+        return []
+    return _check_stalls(conn)
 
 
 def _check_stalls(conn: Any) -> list[checks.CheckMessage]:
