@@ -95,7 +95,14 @@ class Guard:
         return result
 
 
+def _ledgered(row: GuardDecision) -> bool:
+    """Whether the run's occurrence goes into the ledger (one of a schedule, readable)."""
+    return row.schedule_id is not None and row.scheduled_for is not None
+
+
 def _lattice(row: GuardDecision) -> timetable.Timetable:
+    if row.timezone is None or row.dst_gap is None or row.dst_fold is None:
+        raise ValueError("no schedule")
     if row.cron:
         return zoned.cron(row.cron, row.timezone, row.dst_gap, row.dst_fold)
     if row.interval is None or row.anchor is None:
@@ -106,16 +113,17 @@ def _lattice(row: GuardDecision) -> timetable.Timetable:
 def _apply_params(decided: Sequence[GuardDecision]) -> dict[str, Any]:
     by_key: dict[tuple[int, str], list[GuardDecision]] = defaultdict(list)
     for row in decided:
-        by_key[(row.schedule_id, row.reason)].append(row)
+        if _ledgered(row):
+            by_key[(row.schedule_id, row.reason)].append(row)  # type: ignore[index]
     span_rows: list[tuple[int, Skipped, datetime | None]] = []
     for (schedule_id, reason), rows in by_key.items():
         try:
             lattice = _lattice(rows[0])
-            spans = group(lattice, [r.scheduled_for for r in rows], reason)
-        except (timetable.TimetableError, ValueError, OverflowError):
+            spans = group(lattice, [r.scheduled_for for r in rows], reason)  # type: ignore[misc]
+        except Exception:
             # the schedule's timetable is broken now: one point per occurrence, never extended
             span_rows += [
-                (schedule_id, Skipped(r.scheduled_for, r.scheduled_for, 1, reason), None)
+                (schedule_id, Skipped(r.scheduled_for, r.scheduled_for, 1, reason), None)  # type: ignore[arg-type]
                 for r in rows
             ]
             continue
@@ -145,7 +153,8 @@ def _result(
         if row.id not in done:
             continue
         kind = "cron" if row.cron else "interval"
-        ledgered[(row.queue, row.job, kind, row.reason)] += 1
+        if _ledgered(row):
+            ledgered[(row.queue, row.job, kind, row.reason)] += 1
         if row.reason == SkipReason.DEADLINE:
             missed_by[(row.queue, row.job)] += 1
             missed_by_tenant[(row.queue, row.job, row.tenant)] += 1

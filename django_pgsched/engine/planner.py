@@ -113,8 +113,10 @@ class Planner:
         except DatabaseError as exc:
             if not db.refused_for_a_row(exc):
                 raise  # the connection, the server, a timeout: the runner backs off and retries
+            # a row's fault, not the code's: its message says which (no traceback)
             logger.warning(
-                "planner batch failed; planning it again one schedule at a time", exc_info=True
+                "planner batch failed (%s); planning it again one schedule at a time",
+                str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
             )
             result = self._transaction(now, one_by_one=True)
         if result.schedules:

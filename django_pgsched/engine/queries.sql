@@ -381,12 +381,20 @@ decided AS MATERIALIZED (
            END AS reason
       FROM due d
 )
-SELECT r.id, r.schedule_id, r.scheduled_for, d.reason, r.job, r.queue, r.tenant,
-       s.cron, s."interval", s.anchor, s.timezone, s.dst_gap, s.dst_fold,
+-- A one-off run (no schedule: a deadline given another way) is decided too, but has
+-- no occurrence to ledger; nor has one whose time, or whose schedule's timetable,
+-- Python cannot hold (a row from before migration 0015's bounds): NULL here.
+SELECT r.id, r.schedule_id,
+       CASE WHEN pgsched_time_ok(r.scheduled_for) THEN r.scheduled_for END AS scheduled_for,
+       d.reason, r.job, r.queue, r.tenant, s.cron,
+       CASE WHEN pgsched_interval_ok(s."interval", interval '1 second', interval '366 days')
+            THEN s."interval" END AS "interval",
+       CASE WHEN pgsched_time_ok(s.anchor) THEN s.anchor END AS anchor,
+       s.timezone, s.dst_gap, s.dst_fold,
        (SELECT now FROM clock) AS db_now
   FROM decided d
   JOIN pgsched_job_run r ON r.id = d.id
-  JOIN pgsched_schedule s ON s.id = r.schedule_id
+  LEFT JOIN pgsched_schedule s ON s.id = r.schedule_id
  WHERE d.reason IS NOT NULL
    AND r.status = 'pending'
  ORDER BY r.schedule_id, r.scheduled_for

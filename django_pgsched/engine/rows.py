@@ -144,8 +144,8 @@ class GuardDecision(NamedTuple):
     """``guard_decide``: a due run that will never start, locked, and why."""
 
     id: int
-    schedule_id: int
-    scheduled_for: datetime
+    schedule_id: int | None  # None: a one-off run (no occurrence to ledger)
+    scheduled_for: datetime | None  # None: out of what Python holds (no occurrence to ledger)
     reason: str  # a ledger reason: overlap or deadline
     job: str
     queue: str
@@ -153,9 +153,9 @@ class GuardDecision(NamedTuple):
     cron: str | None
     interval: timedelta | None
     anchor: datetime | None
-    timezone: str
-    dst_gap: str
-    dst_fold: str
+    timezone: str | None
+    dst_gap: str | None
+    dst_fold: str | None
     db_now: datetime
 
 
