@@ -162,3 +162,23 @@ def test_retention_deletes_runs_whatever_their_values(db, settings):
     settings.PGSCHED = {**getattr(settings, "PGSCHED", {}), "RETENTION": seconds(86400 * 30)}
     assert Retention().run_once().deleted == 3
     assert not JobRun.objects.exists()
+
+
+def test_the_guard_ends_a_one_off_run_past_its_deadline_and_reads_no_poison(db, make_schedule):
+    """A one-off run past its start_by was never claimed nor guarded: pending for ever."""
+    from django_pgsched.engine.guard import Guard
+
+    one_off = enqueue("tests.noop")
+    poisoned = enqueue("tests.noop")
+    drop_bounds()
+    sql("UPDATE pgsched_job_run SET start_by = now() - interval '1 minute' WHERE id = %s",
+        [one_off.pk])  # fmt: skip
+    sql(
+        "UPDATE pgsched_job_run SET start_by = '0001-06-01 00:00:00+00 BC',"
+        " scheduled_for = '0001-06-01 00:00:00+00 BC' WHERE id = %s",
+        [poisoned.pk],
+    )
+    result = Guard().run_once()
+    assert result.missed == 2 and not result.ledgered_by
+    statuses = dict(JobRun.objects.values_list("id", "status"))
+    assert statuses[one_off.pk] == "missed" and statuses[poisoned.pk] == "missed"
