@@ -77,6 +77,12 @@ def evaluate(results: Results) -> list[dict[str, Any]]:
                      _get(results, "memory", "growth_pct"), lambda v: v <= 5, "{:.1f} %"),
         _figure_goal("admin", "admin run list with the large history within 2× its time at 1k",
                      _get(results, "admin", "ratio"), lambda v: v <= 2, "ratio {:.2f}"),
+        _figure_goal("history", "history page (one tenant, one day) with 24 months ≤ 1.5× with "
+                     "one month (median request)", _get(results, "history", "ratio"),
+                     lambda v: v <= 1.5, "ratio {:.2f} (--only history)"),
+        _figure_goal("history-buffers", "history page: buffers its statement touches with 24 "
+                     "months ≤ 1.5× with one month", _get(results, "history", "buffers_ratio"),
+                     lambda v: v <= 1.5, "ratio {:.2f} (--only history)"),
         _figure_goal("opentx-held", "≥ 50 % of baseline throughput during an open transaction",
                      _get(results, "opentx", "held_ratio"), lambda v: v >= 0.5,
                      "{:.2f}× baseline"),

@@ -42,6 +42,12 @@ class Profile:
     soak_seconds: float = 120.0
     soak_schedules: int = 200
 
+    # the history API: one tenant's day, one month of runs against 24 (bench/b_history.py)
+    history_month_rows: int = 200_000
+    history_months: int = 24
+    history_tenants: int = 1000
+    history_requests: int = 200
+
     # admin run list
     admin_rows: int = 1_000_000
     admin_small_rows: int = 1_000

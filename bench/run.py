@@ -24,6 +24,7 @@ from . import (
     b_beat,
     b_delivery,
     b_executor,
+    b_history,
     b_idle,
     b_jitter,
     b_lateness,
@@ -58,6 +59,7 @@ BENCHMARKS: dict[str, Callable[[Context], dict[str, Any]]] = {
 EXTRA: dict[str, Callable[[Context], dict[str, Any]]] = {
     "variants": b_variants.run,
     "jitter": b_jitter.run,  # the 100k burst with and without 60 s of jitter
+    "history": b_history.run,  # one tenant's day: one month of runs against 24
 }
 
 
