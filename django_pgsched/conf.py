@@ -20,6 +20,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
+from .broker.settings import ClaimsSettings, build_claims_settings
 from .delivery.settings import HttpSettings, build_http_settings
 from .limits import MAX_ATTEMPTS, MAX_CATCH_UP_LIMIT
 from .statuses import MisfirePolicy
@@ -89,6 +90,10 @@ class Settings:
     # the history API (django_pgsched.history): a dotted path to resolver(request) -> str
     TENANT_RESOLVER: str | None = None
 
+    # the claim transport: {"TRANSPORT": "postgres" | "nats", "NATS_URL": ...};
+    # typed as ``.claims`` (broker/settings.py)
+    CLAIMS: Mapping[str, Any] | str = field(default_factory=dict)
+
     # code-declared schedules: {name: {"job": ..., "cron": ... | "interval": ..., ...}}
     SCHEDULES: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
@@ -96,6 +101,11 @@ class Settings:
     def http(self) -> HttpSettings:
         """``HTTP``, checked and typed (:class:`~django_pgsched.delivery.settings.HttpSettings`)."""
         return build_http_settings(self.HTTP)
+
+    @cached_property
+    def claims(self) -> ClaimsSettings:
+        """``CLAIMS``, checked and typed (:class:`~.broker.settings.ClaimsSettings`)."""
+        return build_claims_settings(self.CLAIMS)
 
     @property
     def lookahead_seconds(self) -> float:
@@ -151,6 +161,9 @@ def build_settings(raw: Mapping[str, Any]) -> Settings:
             values[key] = None
         elif key == "HTTP":
             build_http_settings(value)  # raises ImproperlyConfigured naming the key
+            values[key] = value
+        elif key == "CLAIMS":
+            build_claims_settings(value)  # raises ImproperlyConfigured naming the key
             values[key] = value
         elif key in _DURATION_KEYS:
             values[key] = _duration(key, value)

@@ -32,12 +32,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import events
+from ..broker.consumer import EXECUTOR_PASS_BY_ID
 from ..conf import Settings, get_settings
 from ..limits import MAX_ERROR_CHARS
 from ..outcomes import LeaseLost
@@ -49,6 +50,9 @@ from .claims import Claim, ClaimState, Outcome
 from .guard import Guard
 from .rows import ExecutorPassResult
 from .slots import Slots
+
+if TYPE_CHECKING:
+    from ..broker.consumer import BrokerClaims
 
 logger = logging.getLogger(__name__)
 
@@ -101,8 +105,11 @@ class Executor:
         inline: bool = False,
         shutdown: threading.Event | None = None,
         clock: Callable[[], float] = time.monotonic,
+        broker: BrokerClaims | None = None,
     ) -> None:
         self.settings = settings or get_settings()
+        # PGSCHED["CLAIMS"] "nats": the claim step pulls run ids from the broker (broker/)
+        self.broker = broker
         self.concurrency = concurrency or self.settings.CONCURRENCY
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {self.concurrency}")
@@ -151,6 +158,8 @@ class Executor:
             completed = exchange.recorded
             if self.inline and exchange.claims:
                 completed += self._exchange(conn, now, 0).recorded  # record what just ran
+        if self.broker is not None:
+            self.broker.settle(self.slots.claims)
         events.loop_ticked.send(sender=type(self), loop="executor")
         return ExecutorPass(
             claimed=len(exchange.claims),
@@ -179,6 +188,9 @@ class Executor:
         if self._unwritten or not self.slots.outcomes.empty():
             return 0.0
         now = self.clock()
+        if self.broker is not None and self.broker.active and not self.stopping.is_set():
+            if self.slots.idle():
+                return 0.0  # the next pass's fetch waits for a message (FETCH_WAIT)
         deadlines = [now + self.settings.EXECUTOR_POLL_INTERVAL.total_seconds()]
         deadlines += self.slots.wake_times()
         due = self._next_due.at
@@ -205,6 +217,8 @@ class Executor:
             payload = ",".join(str(row.id) for row in released)
             db.fetch(conn, queries.WAKE_EXECUTORS, {"payload": payload})
         self.slots.forget(unstarted)
+        if self.broker is not None:
+            self.broker.settle(self.slots.claims)
         logger.info("released %d claimed but unstarted run(s)", len(released))
         return len(released)
 
@@ -245,6 +259,12 @@ class Executor:
         if not outcomes and limit == 0:
             self._unwritten = []
             return Exchange([], 0, None)
+        by_id = self._pull(limit, waiting=bool(outcomes))
+        if by_id is not None:  # claim these runs by id (PGSCHED["CLAIMS"]: the broker's)
+            limit = len(by_id)
+            if not outcomes and not by_id:
+                self._unwritten = []
+                return Exchange([], 0, None)
         if outcomes:
             failpoints.hit("executor.before_record")
         deferred = [o for o in outcomes if o.defer is not None]
@@ -257,7 +277,7 @@ class Executor:
             if not outcomes and limit == 0:
                 return Exchange([], len(written), None)
         requested_at = self.clock()
-        floor = self.claim_cursor.for_pass(limit)
+        floor = self.claim_cursor.for_pass(limit) if by_id is None else None
         claiming = claim_params(
             limit=limit,
             jobs=jobs,
@@ -266,14 +286,18 @@ class Executor:
             settings=self.settings,
             floor=floor,
         )
+        if by_id is not None:
+            claiming["claim_ids"] = by_id
         try:
             result = self._pass(
                 conn, now, recording.record_params(outcomes, self.settings), claiming
             )
         except (OperationalError, InterfaceError):
+            self._give_back()
             raise  # connection trouble: outcomes stay unwritten; retried while leases are trusted
         except DatabaseError:
             if not outcomes:
+                self._give_back()
                 raise
             logger.exception("recording %d outcome(s) failed; recording one by one", len(outcomes))
             recorded = recording.record_one_by_one(conn, now, outcomes, self.settings, self.using)
@@ -297,7 +321,9 @@ class Executor:
             )
             for row in result.claimed
         ]
-        if limit:
+        if by_id is not None:
+            self._claimed_by_id(claims)
+        elif limit:
             self.claim_cursor.move(floor, result.claimed, full=len(claims) == limit)
         unreadable = [claim for claim in claims if claim.unreadable]
         if unreadable:  # each fails on its own; every other claim of the pass runs
@@ -310,7 +336,7 @@ class Executor:
             failpoints.hit("executor.after_claim")
             self._next_due.claimed()
         next_due = None
-        if limit and len(claims) < limit:
+        if limit and len(claims) < limit and by_id is None:
             next_due = self._next_due.note(result.next_due, result.db_now)
             if result.next_due is not None and result.next_due <= result.db_now:
                 self._guard_wanted = True  # due, yet not claimed: perhaps never will be
@@ -345,7 +371,25 @@ class Executor:
         claim: Any,
     ) -> ExecutorPassResult:
         params = {"now": now, **record, **claim}
-        return ExecutorPassResult.from_rows(db.fetch(conn, queries.EXECUTOR_PASS, params))
+        statement = EXECUTOR_PASS_BY_ID if "claim_ids" in claim else queries.EXECUTOR_PASS
+        return ExecutorPassResult.from_rows(db.fetch(conn, statement, params))
+
+    # -- the broker's claim step (PGSCHED["CLAIMS"], broker/consumer.py) -------------------
+
+    def _pull(self, limit: int, *, waiting: bool) -> list[int] | None:
+        """Run ids to claim by id, from the broker; None: claim with SKIP LOCKED (as always)."""
+        if self.broker is None or not limit:
+            return None
+        wait = 0.0 if waiting else self.broker.settings.FETCH_WAIT.total_seconds()
+        return self.broker.pull(limit, wait)
+
+    def _claimed_by_id(self, claims: list[Claim]) -> None:
+        assert self.broker is not None
+        self.broker.claimed(claims)
+
+    def _give_back(self) -> None:
+        if self.broker is not None:
+            self.broker.give_back()
 
     # -- leases -------------------------------------------------------------------------
 

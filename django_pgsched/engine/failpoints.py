@@ -41,6 +41,8 @@ POINTS = (
     "delivery.in_flight",  # pgsched.http: the request sent, its answer not yet read
     "reaper.between_steps",  # candidates read, not yet reaped
     "retention.before_delete",
+    "publisher.before_publish",  # outbox rows taken (locked), nothing published (CLAIMS nats)
+    "publisher.after_publish",  # the stream acknowledged them; the rows not yet deleted
     "runner.on_stop",  # the first stop signal arrived
 )
 

@@ -18,7 +18,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from django.db import DatabaseError, connections
 
@@ -31,6 +33,9 @@ from .guard import Guard
 from .maintenance import Reaper, Retention
 from .notifications import SCHEDULE_CHANNEL, WAIT_CHANNEL, Listener
 from .planner import Planner
+
+if TYPE_CHECKING:
+    from ..broker.runtime import BrokerRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +66,12 @@ class Runner:
         listen: bool | None = None,
     ) -> None:
         self.settings = settings or get_settings()
+        # PGSCHED["CLAIMS"] "nats": the broker's parts (broker/runtime.py)
+        self.broker: BrokerRuntime | None = None
+        if self.settings.claims.nats:
+            from ..broker.runtime import BrokerRuntime
+
+            self.broker = BrokerRuntime(self.settings, queues=queues)
         unknown = set(loops) - set(LOOPS)
         if unknown:
             raise ValueError(f"unknown loop(s): {', '.join(sorted(unknown))}")
@@ -77,6 +88,7 @@ class Runner:
             worker_id=self.worker_id,
             settings=self.settings,
             shutdown=self.stopping,
+            broker=self.broker.claims if self.broker and "executor" in self.loops else None,
         )
         self.reaper = Reaper(settings=self.settings)
         self.guard = Guard(settings=self.settings)
@@ -98,6 +110,8 @@ class Runner:
             self.stopping.set()
             self.planner_wake.set()
             self.executor.wake.set()
+            if self.broker is not None:
+                self.broker.wake.set()
 
     def start(self) -> None:
         """Start the loop threads and return (tests drive a runner in-process this way)."""
@@ -111,8 +125,22 @@ class Runner:
             self._executor_done.set()
         if "maintenance" in self.loops:
             targets.append(("maintenance", self._maintenance_loop))
+        publisher_wake: list[threading.Event] = []
+        if self.broker is not None and ("planner" in self.loops or "executor" in self.loops):
+            self.broker.start()
+            broker = self.broker
+            targets.append(
+                (
+                    "publisher",
+                    lambda: broker.publisher_loop(self.stopping, partial(self._tick, "publisher")),
+                )
+            )
+            publisher_wake.append(broker.wake)
         if self.listen and ("planner" in self.loops or "executor" in self.loops):
-            wakes = {SCHEDULE_CHANNEL: [self.planner_wake], WAIT_CHANNEL: [self.executor.wake]}
+            wakes = {
+                SCHEDULE_CHANNEL: [self.planner_wake],
+                WAIT_CHANNEL: [self.executor.wake, *publisher_wake],
+            }
             listener = Listener(wakes, stop=self.stopping, using=self.settings.DATABASE_ALIAS)
             targets.append(("listener", listener.run))
         for name, target in targets:
@@ -147,6 +175,8 @@ class Runner:
                 logger.error("could not record the interrupted runs; their leases will expire")
         for thread in self._threads:
             thread.join(timeout=5.0)
+        if self.broker is not None:
+            self.broker.close()
         for conn in connections.all(initialized_only=True):
             conn.close()
 

@@ -15,6 +15,9 @@ pgsched.E008   The unique occurrence index is missing or invalid (database check
 pgsched.W004   An active schedule went quiet: not planned, or no run started for
                two occurrences (deployment and database check: ``check --deploy
                --database default``; django_pgsched.ledger.stalls).
+               two occurrences (database check; django_pgsched.ledger.stalls).
+pgsched.E030   ``PGSCHED["CLAIMS"]`` is ``"nats"`` but ``nats-py`` (the ``nats``
+               extra) is not installed.
 pgsched.W003   The schedule audit trigger does not cover every column of
                ``pgsched_schedule`` (database check): changes to those columns
                alone are not recorded.
@@ -135,7 +138,22 @@ def check_settings(
     messages += _check_schedules()
     messages += _check_routers(s)
     messages += _check_failpoints()
+    messages += _check_claims(s)
     return messages
+
+
+def _check_claims(s: Settings) -> list[checks.CheckMessage]:
+    import importlib.util
+
+    if s.claims.nats and importlib.util.find_spec("nats") is None:
+        return [
+            checks.Error(
+                "PGSCHED['CLAIMS']['TRANSPORT'] is 'nats' but nats-py is not installed.",
+                hint="pip install 'django-pgsched[nats]'",
+                id="pgsched.E030",
+            )
+        ]
+    return []
 
 
 def _check_failpoints() -> list[checks.CheckMessage]:

@@ -390,6 +390,10 @@ def serve(
     """Start the metrics and health server on a daemon thread."""
     metrics = Metrics(tenant_label=get_settings().METRICS_TENANT_LABEL)
     metrics.registry.register(DatabaseCollector())
+    if runner.broker is not None:
+        from ..broker.metrics import BrokerCollector
+
+        metrics.registry.register(BrokerCollector(runner.broker))
     metrics.connect()
     server = make_server(port, runner, metrics, host)
     thread = threading.Thread(target=server.serve_forever, name="pgsched-metrics", daemon=True)

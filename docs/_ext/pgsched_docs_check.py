@@ -45,6 +45,7 @@ DJANGO_OPTIONS = {
 }
 COMMANDS = (
     "runscheduler",
+    "pgsched_claims",
     "pgsched_sync",
     "pgsched_cron",
     "pgsched_run",
@@ -90,35 +91,50 @@ def check_settings(text: str, warn: Callable[[str], None]) -> None:
             continue
         if stated != default or type(stated) is not type(default):
             warn(f"setting {name}: the page says {match[1]}, the code says {default!r}")
-    check_http_settings(text, warn)
+    sections = {_code(t): body for t, body in _sections(text, "###").items()}
+    check_http_settings(sections.get("HTTP", ""), warn)
+    check_claims_settings(sections.get("CLAIMS", ""), warn)
 
 
 def check_http_settings(text: str, warn: Callable[[str], None]) -> None:
     """``PGSCHED["HTTP"]``: one ``#### `KEY` `` per key, its default as a user would write it."""
     from django_pgsched.delivery.settings import HttpSettings, build_http_settings
 
-    fields = {f.name for f in dataclasses.fields(HttpSettings)}
+    _check_nested("HTTP", HttpSettings, build_http_settings, text, warn)
+
+
+def check_claims_settings(text: str, warn: Callable[[str], None]) -> None:
+    """``PGSCHED["CLAIMS"]``: one ``#### `KEY` `` per key, its default as a user would write it."""
+    from django_pgsched.broker.settings import ClaimsSettings, build_claims_settings
+
+    _check_nested("CLAIMS", ClaimsSettings, build_claims_settings, text, warn)
+
+
+def _check_nested(
+    key: str, cls: type, build: Callable[[Any], Any], text: str, warn: Callable[[str], None]
+) -> None:
+    fields = {f.name for f in dataclasses.fields(cls)}
     sections = {_code(t): body for t, body in _sections(text, "####").items()}
     for missing in sorted(fields - set(sections)):
-        warn(f"setting HTTP[{missing!r}] has no heading")
+        warn(f"setting {key}[{missing!r}] has no heading")
     for extra in sorted(set(sections) - fields):
-        warn(f"heading {extra!r} is not a key of HTTP")
-    defaults = HttpSettings()
+        warn(f"heading {extra!r} is not a key of {key}")
+    defaults = cls()
     for name, body in sections.items():
         match = re.search(r"\*\*Default:\*\* `([^`]+)`", body)
         if name not in fields or match is None:
             if name in fields:
-                warn(f"setting HTTP[{name!r}] states no **Default:** `...`")
+                warn(f"setting {key}[{name!r}] states no **Default:** `...`")
             continue
         names = {"__builtins__": {}, "timedelta": timedelta, "None": None}
         try:
             stated = eval(match[1], names)  # noqa: S307 - our own page, restricted names
-            typed = getattr(build_http_settings({name: stated}), name)
+            typed = getattr(build({name: stated}), name)
         except Exception as exc:
-            warn(f"setting HTTP[{name!r}]: cannot read the default {match[1]!r} ({exc})")
+            warn(f"setting {key}[{name!r}]: cannot read the default {match[1]!r} ({exc})")
             continue
         if typed != getattr(defaults, name):
-            warn(f"setting HTTP[{name!r}]: the page says {match[1]}, the code differs")
+            warn(f"setting {key}[{name!r}]: the page says {match[1]}, the code differs")
 
 
 def check_checks(text: str, warn: Callable[[str], None]) -> None:
@@ -164,15 +180,19 @@ def check_metrics(text: str, warn: Callable[[str], None]) -> None:
         if kind in ("counter", "histogram"):
             name = value._name + ("_total" if kind == "counter" else "")
             expected[name] = (kind, set(value._labelnames))
-    gauges = re.findall(
-        r'GaugeMetricFamily\(\s*"(\w+)",\s*"[^"]*",\s*(?:labels=\[([^\]]*)\])?',
-        inspect.getsource(metrics),
-    )
-    for name, labels in gauges:
-        expected[name] = (
-            "gauge",
-            {label.strip().strip('"') for label in labels.split(",") if label},
+    from django_pgsched.broker import metrics as broker_metrics
+
+    for source in (inspect.getsource(metrics), inspect.getsource(broker_metrics)):
+        families = re.findall(
+            r'(Gauge|Counter)MetricFamily\(\s*"(\w+)",\s*"[^"]*",\s*(?:labels=\[([^\]]*)\])?',
+            source,
         )
+        for family, name, labels in families:
+            kind = "gauge" if family == "Gauge" else "counter"
+            expected[name + ("_total" if kind == "counter" else "")] = (
+                kind,
+                {label.strip().strip('"') for label in labels.split(",") if label},
+            )
     rows = _metric_rows(text)
     for name in sorted(set(expected) - set(rows)):
         warn(f"metric {name} has no table row")

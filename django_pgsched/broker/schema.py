@@ -1,0 +1,99 @@
+"""The outbox's schema: its table (migration 0017) and its triggers.
+
+A run becomes claimable (inserted pending, or updated back to pending or
+retrying, or re-timed) in some transaction of the planner, ``enqueue``, the
+executor (a retry, a release), the reaper, a backfill or the admin. With the
+``nats`` transport a row trigger on ``pgsched_job_run`` writes one outbox row
+in that same transaction, so a run committed is a run to publish, whoever
+committed it. The triggers are created disabled by the migration, so the
+``postgres`` transport pays nothing for them; :func:`ensure_outbox` (a
+``nats`` replica at start, or ``manage.py pgsched_claims --enable``) creates
+them if missing (``pgsched_job_run`` rebuilt, e.g. partitioned) and enables
+them; ``manage.py pgsched_claims --disable`` disables them again.
+"""
+
+from __future__ import annotations
+
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+TABLE = """
+CREATE TABLE IF NOT EXISTS pgsched_claim_outbox (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    run_id bigint NOT NULL,
+    due timestamptz NOT NULL,
+    queue text NOT NULL,
+    tenant text NOT NULL,
+    idempotency_key text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT statement_timestamp()
+);
+CREATE INDEX IF NOT EXISTS pgsched_claim_outbox_due_idx ON pgsched_claim_outbox (due, id);
+"""
+
+FUNCTION = """
+CREATE OR REPLACE FUNCTION pgsched_claim_outbox_add() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO pgsched_claim_outbox (run_id, due, queue, tenant, idempotency_key)
+    VALUES (NEW.id, NEW.fire_after, NEW.queue, NEW.tenant, NEW.idempotency_key);
+    RETURN NULL;
+END
+$$;
+"""
+
+# One trigger per event: a WHEN clause of an INSERT trigger cannot name OLD. Both
+# are evaluated in C before any PL/pgSQL runs: a claim, a renewal or a completion
+# does not call the function.
+TRIGGERS = """
+CREATE OR REPLACE TRIGGER pgsched_run_outbox_insert
+    AFTER INSERT ON pgsched_job_run
+    FOR EACH ROW WHEN (NEW.status IN ('pending', 'retrying'))
+    EXECUTE FUNCTION pgsched_claim_outbox_add();
+CREATE OR REPLACE TRIGGER pgsched_run_outbox_update
+    AFTER UPDATE OF status, fire_after ON pgsched_job_run
+    FOR EACH ROW WHEN (NEW.status IN ('pending', 'retrying')
+                       AND (OLD.status IS DISTINCT FROM NEW.status
+                            OR OLD.fire_after IS DISTINCT FROM NEW.fire_after))
+    EXECUTE FUNCTION pgsched_claim_outbox_add();
+"""
+
+TRIGGER_NAMES = ("pgsched_run_outbox_insert", "pgsched_run_outbox_update")
+
+DISABLE = "".join(
+    f"ALTER TABLE pgsched_job_run DISABLE TRIGGER {name};\n" for name in TRIGGER_NAMES
+)
+ENABLE = "".join(f"ALTER TABLE pgsched_job_run ENABLE TRIGGER {name};\n" for name in TRIGGER_NAMES)
+
+# How many of the two triggers exist on pgsched_job_run and are enabled ('O').
+STATE = """
+SELECT count(*) FILTER (WHERE tgenabled <> 'D') AS enabled, count(*) AS present
+  FROM pg_trigger
+ WHERE tgrelid = 'pgsched_job_run'::regclass AND tgname = ANY(%s) AND tgparentid = 0
+"""
+
+
+def outbox_state(conn: BaseDatabaseWrapper) -> tuple[int, int]:
+    """(enabled, present) of the outbox's two triggers."""
+    with conn.cursor() as cursor:
+        cursor.execute(STATE, [list(TRIGGER_NAMES)])
+        enabled, present = cursor.fetchone()
+    return int(enabled), int(present)
+
+
+def ensure_outbox(conn: BaseDatabaseWrapper) -> bool:
+    """Create (if missing) and enable the outbox's triggers; True if anything changed.
+
+    Needs the owner of ``pgsched_job_run`` (like a migration) only when something
+    is to change: a replica whose triggers are already enabled only reads.
+    """
+    if outbox_state(conn) == (len(TRIGGER_NAMES), len(TRIGGER_NAMES)):
+        return False
+    with conn.cursor() as cursor:
+        cursor.execute(TABLE + FUNCTION + TRIGGERS + ENABLE)
+    return True
+
+
+def disable_outbox(conn: BaseDatabaseWrapper) -> None:
+    """Stop writing outbox rows (the ``postgres`` transport everywhere again)."""
+    if outbox_state(conn)[1]:
+        with conn.cursor() as cursor:
+            cursor.execute(DISABLE)
