@@ -6,7 +6,9 @@ What became of each occurrence of one schedule in a range, newest first
 "next_until": <the oldest "at" when more may be older, else null>}``.
 Parameters ``since``, ``until`` (ISO 8601) and ``limit`` (1..1000, default
 100). Access is the history API's (:mod:`django_pgsched.history.access`): a
-schedule of another tenant answers 404, like one that does not exist.
+schedule of another tenant answers 404, like one that does not exist. A run
+of another tenant (the schedule moved between tenants; its runs keep theirs)
+is not shown: its occurrence answers ``unknown``, as one whose history is gone.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from ..conf import get_settings
 from ..history.cursors import InvalidParameter
 from ..history.queries import _AllTenants
 from ..history.views import _datetime, _error, _json, _one, _resolve, require_safe
-from ..models import Schedule
+from ..models import JobRun, Schedule
 from ..timing import timetable
-from .timeline import MAX_OCCURRENCES, occurrences
+from .timeline import MAX_OCCURRENCES, Occurrence, occurrences
 
 PARAMETERS = frozenset({"since", "until", "limit"})
 
@@ -51,7 +53,8 @@ def schedule_occurrences(request: HttpRequest, name: str) -> HttpResponse:
             raise InvalidParameter("until", "must be after since")
     except InvalidParameter as exc:
         return _error(str(exc), 400)
-    schedules = Schedule.objects.using(get_settings().DATABASE_ALIAS).filter(name=name)
+    alias = get_settings().DATABASE_ALIAS
+    schedules = Schedule.objects.using(alias).filter(name=name)
     if not isinstance(tenant, _AllTenants):
         schedules = schedules.filter(tenant=tenant)
     schedule = schedules.first()
@@ -61,6 +64,8 @@ def schedule_occurrences(request: HttpRequest, name: str) -> HttpResponse:
         found = occurrences(schedule, since=start, until=end, limit=limit)
     except (timetable.TimetableError, ValueError, OverflowError) as exc:
         return _error(f"the schedule has no usable timetable: {exc}", 409)
+    if not isinstance(tenant, _AllTenants):
+        found = _own_runs_only(found, tenant, alias)
     more = len(found) == limit
     return _json(
         {
@@ -69,3 +74,17 @@ def schedule_occurrences(request: HttpRequest, name: str) -> HttpResponse:
             "next_until": found[-1].as_json()["at"] if more else None,
         }
     )
+
+
+def _own_runs_only(found: list[Occurrence], tenant: str, alias: str) -> list[Occurrence]:
+    """``found`` with the runs of other tenants taken out (``unknown``, no run, no status)."""
+    ids = [o.run_id for o in found if o.run_id is not None]
+    if not ids:
+        return found
+    foreign = set(
+        JobRun.objects.using(alias)
+        .filter(pk__in=ids)
+        .exclude(tenant=tenant)
+        .values_list("pk", flat=True)
+    )
+    return [Occurrence(o.at, "unknown") if o.run_id in foreign else o for o in found]

@@ -194,6 +194,13 @@ def test_the_openapi_description_matches_the_statuses(client, db):
         files("django_pgsched.history").joinpath("openapi.json").read_text(encoding="utf-8")
     )
     assert doc == packaged and doc["openapi"].startswith("3.1")
+    # every URL the package mounts is described
+    import re
+
+    from django_pgsched import urls
+
+    mounted = {"/" + re.sub(r"<(?:\w+:)?(\w+)>", "{\\1}", str(p.pattern)) for p in urls.urlpatterns}
+    assert {m.replace("{run_id}", "{id}") for m in mounted} == set(doc["paths"])
     schemas = doc["components"]["schemas"]
     assert schemas["RunStatus"]["enum"] == list(RunStatus.values)
     assert sorted(schemas["Attempt"]["properties"]["status"]["enum"]) == sorted(
@@ -319,3 +326,30 @@ def test_a_resolver_that_cannot_be_used_is_reported(settings):
     assert [m.id for m in errors] == ["pgsched.E003"], errors
     settings.PGSCHED = RESOLVER
     assert not [m for m in check_settings() if "TENANT_RESOLVER" in m.msg]
+
+
+def test_a_schedule_moved_to_another_tenant_shows_none_of_the_old_tenants_runs(client, db, tenants):
+    """Runs keep the tenant they were made for: the new owner sees neither them nor their ids."""
+    from django_pgsched.engine.planner import Planner
+
+    start = at("2026-03-01 12:00:00")
+    s = Schedule.objects.create(
+        name="moved", job="tests.noop", cron="* * * * * *", tenant="globex", next_fire_at=start
+    )
+    Planner().run_once(now=start + timedelta(seconds=1))  # globex's runs
+    theirs = list(s.runs.values_list("pk", flat=True))
+    assert theirs
+    Schedule.objects.filter(pk=s.pk).update(tenant="acme")
+    params = {"since": "2026-03-01T11:59:59Z", "until": "2026-03-01T12:00:10Z"}
+    response = get(client, "/scheduler/schedules/moved/occurrences/", "acme", **params)
+    assert response.status_code == 200, response.content
+    results = response.json()["results"]
+    assert results and not {r["run"] for r in results} & set(theirs)
+    assert {r["status"] for r in results if r["at"] <= "2026-03-01T12:00:06Z"} == {None}
+    # nor by the run list, the run's page, or the schedule's name as a filter
+    assert get(client, URL, "acme", schedule="moved").json()["results"] == []
+    assert get(client, f"{URL}{theirs[0]}/", "acme").status_code == 404
+    # and the old owner no longer reads the schedule's timeline
+    moved = get(client, "/scheduler/schedules/moved/occurrences/", "globex", **params)
+    assert moved.status_code == 404
+    assert len(get(client, URL, "globex", schedule="moved").json()["results"]) == len(theirs)
