@@ -215,3 +215,37 @@ def test_one_tenant_and_one_day_read_the_tenant_index(private_runs):
     # a filter by status or schedule stays within the tenant's day of the index
     plan = explain(check_query(tenant="tenant-3", **day, status="succeeded", schedule="report-1"))
     assert "pgsched_run_tenant_idx" in plan and "Seq Scan" not in plan, plan
+
+
+def partitioned() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT EXISTS (SELECT FROM pg_partitioned_table"
+            " WHERE partrelid = 'pgsched_job_run'::regclass)"
+        )
+        return bool(cursor.fetchone()[0])
+
+
+def test_a_days_page_reads_only_its_months_partition(db):
+    """With monthly partitions (when pgsched_job_run is partitioned), a day is one month."""
+    if not partitioned():
+        pytest.skip("pgsched_job_run is not partitioned")
+    for month in (1, 2, 3, 4):
+        make([history_run("acme", at(f"2026-0{month}-10 12:00:00") + timedelta(minutes=i),
+                          status="cancelled") for i in range(3)])  # fmt: skip
+    march = {"since": at("2026-03-10 00:00:00"), "until": at("2026-03-11 00:00:00")}
+    query = check_query(tenant="acme", **march, limit=2)
+    scanned = set(re.findall(r"on (pgsched_job_run\w*)", explain(query)))
+    assert scanned == {"pgsched_job_run_p202603"}, explain(query)
+    cursor = history.runs(tenant="acme", **march, limit=2).next_cursor
+    assert cursor is not None
+    scanned = set(re.findall(r"on (pgsched_job_run\w*)", explain(query, cursor=cursor)))
+    assert scanned == {"pgsched_job_run_p202603"}, explain(query, cursor=cursor)
+    # a cursor alone (no range) still prunes the months after its position
+    open_query = check_query(tenant="acme", limit=2)
+    first = history.runs(tenant="acme", limit=2)
+    page = history.runs(tenant="acme", limit=2, cursor=first.next_cursor)
+    while page.items[-1].scheduled_for >= at("2026-03-01 00:00:00"):
+        page = history.runs(tenant="acme", limit=2, cursor=page.next_cursor)
+    plan = explain(open_query, cursor=page.next_cursor)
+    assert "pgsched_job_run_p202604" not in plan and "pgsched_job_run_p202603" not in plan, plan
