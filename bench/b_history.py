@@ -42,6 +42,10 @@ def add_month(conn: psycopg.Connection[Any], first: date, rows: int, tenants: in
     """``rows`` finished runs spread over the month starting ``first``, round robin over tenants."""
     last = month_start(first, -1)
     seconds = (last - first).days * 86400
+    start = datetime.combine(first, datetime.min.time(), tzinfo=UTC)
+    ensure = conn.execute("SELECT to_regproc('pgsched_ensure_months') IS NOT NULL").fetchone()
+    if ensure and ensure[0]:  # monthly partitions: a plain INSERT does not create the month
+        conn.execute("SELECT pgsched_ensure_months(ARRAY[%s]::timestamptz[])", [start])
     conn.execute(
         """
         INSERT INTO pgsched_job_run
@@ -59,7 +63,7 @@ def add_month(conn: psycopg.Connection[Any], first: date, rows: int, tenants: in
                     AS s(t)
         """,
         {
-            "first": datetime.combine(first, datetime.min.time(), tzinfo=UTC),
+            "first": start,
             "rows": rows,
             "tenants": tenants,
             "seconds": seconds,

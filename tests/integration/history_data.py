@@ -6,7 +6,22 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import connection
+
 from django_pgsched.models import Attempt, JobRun
+
+
+def ensure_months(times: list[datetime]) -> None:
+    """The months of ``times`` exist, where runs are partitioned by month (a plain
+    ``bulk_create`` or ``INSERT`` does not create a missing month, the library's inserts do)."""
+    with connection.cursor() as cursor:
+        # the table the name resolves to (private_runs shadows it with a plain temporary one)
+        cursor.execute(
+            "SELECT EXISTS (SELECT FROM pg_partitioned_table"
+            " WHERE partrelid = 'pgsched_job_run'::regclass)"
+        )
+        if cursor.fetchone()[0] and times:
+            cursor.execute("SELECT pgsched_ensure_months(%s::timestamptz[])", [times])
 
 
 def history_run(
@@ -42,10 +57,14 @@ def history_run(
 
 
 def make(runs: list[JobRun]) -> list[JobRun]:
+    ensure_months(sorted({r.scheduled_for for r in runs}))
     made = JobRun.objects.bulk_create(runs)
+    # where attempts are partitioned in step with their runs, they carry their run's month
+    in_step = any(f.name == "run_scheduled_for" for f in Attempt._meta.get_fields())
     Attempt.objects.bulk_create(
         Attempt(
             job_run=run,
+            **({"run_scheduled_for": run.scheduled_for} if in_step else {}),
             number=1,
             status="failed" if run.status == "failed" else "succeeded",
             started_at=run.scheduled_for,

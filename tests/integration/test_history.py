@@ -14,7 +14,7 @@ from django_pgsched import history
 from django_pgsched.history import ALL_TENANTS, InvalidParameter
 from django_pgsched.history.queries import check_query, select
 from tests.conftest import at
-from tests.integration.history_data import history_run, make
+from tests.integration.history_data import ensure_months, history_run, make
 
 DAY = at("2026-03-10 00:00:00")
 
@@ -156,6 +156,8 @@ def test_a_page_is_one_statement_and_never_counts(db):
 
 def fill(tenants: int, days: int, per_day: int) -> None:
     """Runs of ``tenants`` tenants (and of no tenant) over ``days`` days, then ANALYZE."""
+    start = DAY - timedelta(days=days // 2)
+    ensure_months([start + timedelta(days=d) for d in range(days + 1)])
     with connection.cursor() as cursor:
         cursor.execute(
             """
@@ -174,7 +176,7 @@ def fill(tenants: int, days: int, per_day: int) -> None:
             {
                 "tenants": tenants,
                 "n": days * per_day,
-                "start": DAY - timedelta(days=days // 2),
+                "start": start,
                 "step": 86400 / per_day,
             },
         )
