@@ -32,6 +32,7 @@ from . import (
     b_opentx,
     b_planner,
     b_tasks,
+    b_triggers,
     b_variants,
     goals,
     machine,
@@ -60,6 +61,7 @@ EXTRA: dict[str, Callable[[Context], dict[str, Any]]] = {
     "variants": b_variants.run,
     "jitter": b_jitter.run,  # the 100k burst with and without 60 s of jitter
     "history": b_history.run,  # one tenant's day: one month of runs against 24
+    "triggers": b_triggers.run,  # bulk statements on 100k schedules, with and without triggers
 }
 
 

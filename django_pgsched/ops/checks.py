@@ -304,18 +304,19 @@ SELECT a.attname
  WHERE a.attrelid = 'pgsched_schedule'::regclass AND a.attnum > 0 AND NOT a.attisdropped
    AND a.attname <> ALL (pgsched_schedule_runtime_columns())
    AND NOT EXISTS (
-        SELECT 1 FROM pg_trigger t
-         WHERE t.tgrelid = a.attrelid AND t.tgname = 'pgsched_schedule_audit_update'
-           AND pg_get_triggerdef(t.oid) LIKE '%%old.' || quote_ident(a.attname) || '%%')
+        SELECT 1 FROM pg_proc p
+         WHERE p.oid = to_regprocedure('pgsched_schedule_after_update()')
+           AND (p.prosrc LIKE '%%o.' || quote_ident(a.attname) || ',%%'
+                OR p.prosrc LIKE '%%o.' || quote_ident(a.attname) || ')%%'))
  ORDER BY a.attnum
 """
 
 
 def _check_audit_trigger(conn: Any) -> list[checks.CheckMessage]:
-    """The audit trigger's WHEN clause names each column it watches: none may be missing."""
+    """The audit trigger's function names each column it compares: none may be missing."""
     with conn.cursor() as cursor:
         cursor.execute(
-            "SELECT to_regprocedure('pgsched_schedule_runtime_columns()') IS NOT NULL"
+            "SELECT to_regprocedure('pgsched_schedule_after_update()') IS NOT NULL"
             " AND to_regclass('pgsched_schedule') IS NOT NULL"
         )
         if not cursor.fetchone()[0]:
