@@ -50,6 +50,7 @@ class RunnerState:
     last_tick: dict[str, float] = field(default_factory=dict)
     clock_skew: float | None = None  # seconds: this replica's clock minus the database's
     errors: dict[str, int] = field(default_factory=dict)
+    waiting_for: str = ""  # at start, before the loops: what the replica waits for
 
 
 class Runner:

@@ -6,7 +6,8 @@ that describe the database (backlog, clock skew) are read at scrape time by a
 custom collector, so every replica answers the same and no leader is needed.
 
 Endpoints: ``/metrics``, ``/healthz`` (200 while every loop of this replica
-keeps ticking), ``/readyz`` (200 while the database answers).
+keeps ticking), ``/readyz`` (200 while the database answers), served by
+:mod:`.httpd` on ``--metrics-host`` (default ``127.0.0.1``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, connections
@@ -27,11 +27,15 @@ from .. import events
 from ..conf import get_settings
 from ..delivery.models import BreakerState
 from ..statuses import TERMINAL_STATUSES, UNFINISHED_STATUSES, RunStatus, ScheduleStatus
+from .httpd import App, ProbeServer, Response
 
 if TYPE_CHECKING:
     from ..engine.runner import Runner
 
 logger = logging.getLogger(__name__)
+
+# like runserver: loopback unless told otherwise (--metrics-host 0.0.0.0 in a container)
+DEFAULT_HOST = "127.0.0.1"
 
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 
@@ -238,8 +242,9 @@ class DatabaseCollector(Collector):
                 )
                 db_time, backlog, broken = cursor.fetchone()
                 after = time.time()
-        except DatabaseError:
-            logger.warning("metrics: the database did not answer", exc_info=True)
+        except DatabaseError as exc:  # one line: a database away is news, not a bug
+            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            logger.warning("metrics: the database did not answer (%s)", detail)
             return
         breakers: dict[str, int] | None = None
         try:
@@ -335,58 +340,39 @@ def _ready() -> bool:
         return False
 
 
-def make_server(
-    port: int,
-    runner: Runner,
-    metrics: Metrics,
-    host: str = "0.0.0.0",  # noqa: S104 - probes and scrapes come from outside the pod
-) -> ThreadingHTTPServer:
+def make_app(runner: Runner, metrics: Metrics) -> App:
+    """The routes: path -> response (called on the server's worker threads)."""
     registry = metrics.registry
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            try:
-                self._get()
-            finally:
-                connections.close_all()  # each request runs on a short-lived thread
-
-        def _get(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if path == "/metrics":
-                self._send(200, generate_latest(registry), "text/plain; version=0.0.4")
-            elif path == "/healthz":
-                loops = loops_healthy(runner)
-                ok = all(loops.values()) and not runner.stopping.is_set()
-                body = "\n".join(f"{k}: {'ok' if v else 'stalled'}" for k, v in loops.items())
-                self._send(200 if ok else 503, (body + "\n").encode(), "text/plain")
-            elif path == "/readyz":
-                ok = _ready()
-                self._send(
-                    200 if ok else 503, b"ok\n" if ok else b"database unreachable\n", "text/plain"
+    def app(path: str) -> Response:
+        if path == "/metrics":
+            return Response(200, generate_latest(registry), "text/plain; version=0.0.4")
+        if path == "/healthz":
+            if runner.state.waiting_for:  # alive, and doing what it should: waiting
+                return Response(
+                    200, f"starting: waiting for the {runner.state.waiting_for}\n".encode()
                 )
-            else:
-                self._send(404, b"not found\n", "text/plain")
+            loops = loops_healthy(runner)
+            ok = all(loops.values()) and not runner.stopping.is_set()
+            body = "\n".join(f"{k}: {'ok' if v else 'stalled'}" for k, v in loops.items())
+            return Response(200 if ok else 503, (body + "\n").encode())
+        if path == "/readyz":
+            ok = _ready()
+            return Response(200 if ok else 503, b"ok\n" if ok else b"database unreachable\n")
+        return Response(404, b"not found\n")
 
-        def _send(self, code: int, body: bytes, content_type: str) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            logger.debug("metrics: " + format, *args)
-
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
-    return server
+    return app
 
 
-def serve(
-    port: int,
-    runner: Runner,
-    host: str = "0.0.0.0",  # noqa: S104 - probes and scrapes come from outside the pod
-) -> ThreadingHTTPServer:
+def make_server(
+    port: int, runner: Runner, metrics: Metrics, host: str = DEFAULT_HOST
+) -> ProbeServer:
+    """The server, bound but not serving yet: call ``serve_forever()`` on a thread."""
+    # each answer closes the worker thread's connection: a scrape never holds one open
+    return ProbeServer(host, port, make_app(runner, metrics), on_close=connections.close_all)
+
+
+def serve(port: int, runner: Runner, host: str = DEFAULT_HOST) -> ProbeServer:
     """Start the metrics and health server on a daemon thread."""
     metrics = Metrics(tenant_label=get_settings().METRICS_TENANT_LABEL)
     metrics.registry.register(DatabaseCollector())
@@ -398,5 +384,5 @@ def serve(
     server = make_server(port, runner, metrics, host)
     thread = threading.Thread(target=server.serve_forever, name="pgsched-metrics", daemon=True)
     thread.start()
-    logger.info("metrics, /healthz and /readyz on port %d", port)
+    logger.info("metrics, /healthz and /readyz on %s port %d", host, server.server_address[1])
     return server

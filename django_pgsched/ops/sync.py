@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, DataError, IntegrityError, transaction
 
 from ..audit.actor import SYNC, actor
 from ..conf import get_settings
@@ -50,8 +50,22 @@ def _seconds(name: str, key: str, value: Any) -> timedelta | None:
     raise ValidationError(f"SCHEDULES[{name!r}]: {key}: {problem}")
 
 
+def validate_name(name: Any) -> None:
+    """A declared name obeys the model's rules (text, 1 to 200 characters, no NUL)."""
+    if not isinstance(name, str):
+        raise ValidationError(
+            f"SCHEDULES[{name!r}]: a schedule's name must be text, got {type(name).__name__}"
+        )
+    try:
+        Schedule._meta.get_field("name").clean(name, None)
+    except ValidationError as exc:
+        shown = name if len(name) <= 60 else f"{name[:40]}...({len(name)} characters)"
+        raise ValidationError(f"SCHEDULES[{shown!r}]: name: {'; '.join(exc.messages)}") from None
+
+
 def build(name: str, options: Mapping[str, Any]) -> Schedule:
     """An unsaved, validated :class:`Schedule` from one declaration."""
+    validate_name(name)
     if not isinstance(options, Mapping):
         raise ValidationError(f"SCHEDULES[{name!r}]: expected a dict of options, got {options!r}")
     unknown = sorted(set(options) - set(SYNCED_FIELDS))
@@ -81,6 +95,24 @@ def build(name: str, options: Mapping[str, Any]) -> Schedule:
     except ValidationError as exc:
         raise ValidationError(f"SCHEDULES[{name!r}]: {'; '.join(exc.messages)}") from None
     return schedule
+
+
+def refused(name: str, exc: DatabaseError) -> ValidationError:
+    """The database refused a declaration: say which, and why, in one line."""
+    diag = getattr(exc.__cause__, "diag", None)
+    where = [
+        f"{label} {value}"
+        for label, value in (
+            ("column", getattr(diag, "column_name", None)),
+            ("constraint", getattr(diag, "constraint_name", None)),
+        )
+        if value
+    ]
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return ValidationError(
+        f"SCHEDULES[{name!r}]: the database refused it: {detail}"
+        + (f" ({', '.join(where)})" if where else "")
+    )
 
 
 def _differs(current: Schedule, wanted: Schedule) -> list[str]:
@@ -122,9 +154,13 @@ def sync_schedules(
                     try:
                         with transaction.atomic(using=alias):
                             schedule.save(using=alias, force_insert=True)
-                    except IntegrityError:  # another replica created it a moment ago
-                        result.unchanged.append(name)
-                        continue
+                    except IntegrityError as exc:
+                        if Schedule.objects.using(alias).filter(name=name).exists():
+                            result.unchanged.append(name)  # another replica created it just now
+                            continue
+                        raise refused(name, exc) from exc
+                    except DataError as exc:
+                        raise refused(name, exc) from exc
                 result.created.append(name)
                 continue
             changed = _differs(current, schedule)
@@ -136,7 +172,11 @@ def sync_schedules(
             for f in changed:
                 setattr(current, f, getattr(schedule, f))
             if not dry_run:
-                current.save(using=alias)
+                try:
+                    with transaction.atomic(using=alias):
+                        current.save(using=alias)
+                except (IntegrityError, DataError) as exc:
+                    raise refused(name, exc) from exc
             result.updated.append(name)
         if prune:
             stale = (

@@ -204,3 +204,11 @@ def test_the_tenant_is_a_label_only_when_asked_for(db, metrics):
     assert value(labelled, finished, **run, status="failed", tenant="globex") == 1  # reaped
     assert value(labelled, finished, **run, status="cancelled", tenant="initech") == 1
     assert value(labelled, "pgsched_run_duration_seconds_count", **run, tenant="acme") == 1
+
+
+def test_the_metrics_server_listens_on_loopback_unless_told(db, metrics):
+    server = make_server(0, Runner(loops=["planner"]), metrics)
+    try:
+        assert server.server_address[0] == "127.0.0.1"  # like runserver
+    finally:
+        server.server_close()

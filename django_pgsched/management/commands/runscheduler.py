@@ -9,16 +9,21 @@ import time
 from typing import Any
 
 from django.core import checks
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DatabaseError
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, InterfaceError, OperationalError, connections
 
 from django_pgsched.conf import get_settings
+from django_pgsched.engine import db
 from django_pgsched.engine.backoff import Backoff
-from django_pgsched.engine.runner import LOOPS, Runner
+from django_pgsched.engine.runner import LOOPS, Runner, handle_signals
 from django_pgsched.ops.sync import sync_schedules
 from django_pgsched.ops.zones import recheck_zoned_schedules
 
 logger = logging.getLogger("django_pgsched")
+
+# what a database that is down or restarting raises: waited for, never fatal
+CONNECTION_ERRORS = (OperationalError, InterfaceError)
 
 
 def positive_int(value: str) -> int:
@@ -57,7 +62,8 @@ def queue_names(value: str) -> list[str]:
 
 class Command(BaseCommand):
     help = "Run the scheduler in this process: planner, executor and maintenance loops."
-    requires_migrations_checks = True
+    # the migrations check needs the database: _wait_for_database runs it once it answers
+    requires_migrations_checks = False
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
@@ -88,12 +94,16 @@ class Command(BaseCommand):
             help="serve Prometheus metrics, /healthz and /readyz on this port",
         )
         parser.add_argument(
+            "--metrics-host",
+            default="127.0.0.1",
+            help="the address the metrics server listens on (default: %(default)s; "
+            "0.0.0.0 for every interface, as in a container)",
+        )
+        parser.add_argument(
             "--no-sync", action="store_true", help="do not upsert PGSCHED['SCHEDULES'] at start"
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        # the checks that need the database (PostgreSQL 14+) run here, against the scheduler's
-        self.check(tags=[checks.Tags.database], databases=[get_settings().DATABASE_ALIAS])
         if not logger.handlers and not logging.getLogger().handlers:
             logging.basicConfig(
                 level=logging.DEBUG if options["verbosity"] > 2 else logging.INFO,
@@ -106,15 +116,55 @@ class Command(BaseCommand):
             queues=options["queues"],
             worker_id=options["worker_id"],
         )
-        if not options["no_sync"]:
-            self._sync(runner)
-        if "planner" in runner.loops:
-            self._recheck_zones()
-        if options["metrics_port"]:
+        if options["metrics_port"]:  # first: /readyz says "no" while the database is away
             from django_pgsched.ops.metrics import serve
 
-            serve(options["metrics_port"], runner)
+            try:
+                serve(options["metrics_port"], runner, host=options["metrics_host"])
+            except OSError as exc:
+                raise CommandError(
+                    f"--metrics-host {options['metrics_host']} --metrics-port "
+                    f"{options['metrics_port']}: {exc}"
+                ) from exc
+        with handle_signals(runner.request_stop):
+            self._wait_for_database(runner)
+            if not options["no_sync"] and not runner.stopping.is_set():
+                self._sync(runner)
+        if runner.stopping.is_set():
+            return
+        if "planner" in runner.loops:
+            self._recheck_zones()
         runner.run()
+
+    def _wait_for_database(self, runner: Runner) -> None:
+        """The checks that need the database, and the migrations check, once it answers.
+
+        A database that cannot be reached (``OperationalError``, ``InterfaceError``) is
+        waited for with backoff; any other failure, or a failed check, ends the command.
+        """
+        alias = get_settings().DATABASE_ALIAS
+        backoff = Backoff()
+        runner.state.waiting_for = "database"
+        try:
+            while not runner.stopping.is_set():
+                try:
+                    # PostgreSQL 14+, the occurrence index, the audit trigger
+                    self.check(tags=[checks.Tags.database], databases=[alias])
+                    self.check_migrations()
+                    return
+                except CONNECTION_ERRORS as exc:
+                    wait = backoff.next()
+                    logger.warning(
+                        "the database is unreachable (%s); retrying in %.1fs",
+                        _first_line(exc),
+                        wait,
+                    )
+                    for name in {alias, DEFAULT_DB_ALIAS}:
+                        db.discard(connections[name])
+                    runner.stopping.wait(wait)
+        finally:
+            runner.state.waiting_for = ""
+            runner.state.started = time.monotonic()  # the loops' health counts from here
 
     def _recheck_zones(self) -> None:
         """New tz rules take effect at a restart: fix next fire times they moved."""
@@ -127,16 +177,25 @@ class Command(BaseCommand):
             logger.info("tz rules moved %d schedule(s)", len(result.retimed))
 
     def _sync(self, runner: Runner) -> None:
+        """Upsert PGSCHED['SCHEDULES']: connection errors are retried, anything else ends it."""
         backoff = Backoff()
         while not runner.stopping.is_set():
             try:
                 result = sync_schedules()
-            except DatabaseError as exc:
-                logger.warning("cannot sync PGSCHED['SCHEDULES'] yet (%s); retrying", exc)
-                time.sleep(backoff.next())
+            except CONNECTION_ERRORS as exc:
+                wait = backoff.next()
+                logger.warning(
+                    "cannot sync PGSCHED['SCHEDULES'] yet (%s); retrying in %.1fs",
+                    _first_line(exc),
+                    wait,
+                )
+                db.discard(connections[get_settings().DATABASE_ALIAS])
+                runner.stopping.wait(wait)
                 continue
+            except ValidationError as exc:
+                raise CommandError("; ".join(exc.messages)) from None
             except Exception as exc:
-                raise CommandError(f"PGSCHED['SCHEDULES']: {exc}") from exc
+                raise CommandError(f"PGSCHED['SCHEDULES']: {_first_line(exc)}") from exc
             if result.created or result.updated or result.deleted:
                 logger.info(
                     "schedules from settings: %d created, %d updated, %d deleted",
@@ -145,3 +204,8 @@ class Command(BaseCommand):
                     len(result.deleted),
                 )
             return
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
