@@ -41,6 +41,7 @@ def _burst(ctx: Context, jitter_s: int) -> dict[str, Any]:
                 conn, n, cron=cron, next_fire_at=due, prefix="burst", jitter_s=jitter_s
             )
             conn.execute("ANALYZE pgsched_schedule")
+            margin = (due - db_now(conn)).total_seconds()  # the set-up must end well before T
 
             def all_started() -> bool:
                 row = conn.execute(
@@ -83,6 +84,7 @@ def _burst(ctx: Context, jitter_s: int) -> dict[str, Any]:
         "not_started": unstarted,
         "fire_after_spread_s": float(spread) if spread is not None else None,
         "planned_after_s": float(planned) if planned is not None else None,  # < 0: ahead of T
+        "setup_margin_s": margin,
         "first_claim_s": min(per_second, default=None),
         "load": load(),
     }

@@ -167,6 +167,7 @@ def burst(ctx: Context) -> dict[str, Any]:
             cron = f"{due.second} {due.minute} {due.hour} * * *"
             fixtures.add_cron_schedules(conn, n, cron=cron, next_fire_at=due, prefix="burst")
             conn.execute("ANALYZE pgsched_schedule")
+            margin = (due - db_now(conn)).total_seconds()  # the set-up must end well before T
 
             def all_started() -> bool:
                 row = conn.execute(
@@ -190,6 +191,7 @@ def burst(ctx: Context) -> dict[str, Any]:
         "all_started_after_s": (max(ms) / 1000) if len(ms) == n else None,
         "not_started": n - len(ms),
         "planned_after_s": planned,
+        "setup_margin_s": margin,
         "load": load(),
     }
 
