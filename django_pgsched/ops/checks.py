@@ -15,7 +15,6 @@ pgsched.E008   The unique occurrence index is missing or invalid (database check
 pgsched.W004   An active schedule went quiet: not planned, or no run started for
                two occurrences (deployment and database check: ``check --deploy
                --database default``; django_pgsched.ledger.stalls).
-               two occurrences (database check; django_pgsched.ledger.stalls).
 pgsched.E030   ``PGSCHED["CLAIMS"]`` is ``"nats"`` but ``nats-py`` (the ``nats``
                extra) is not installed.
 pgsched.W003   The schedule audit trigger does not cover every column of
