@@ -249,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lateness-seconds", type=float, default=20.0)
     parser.add_argument("--saturation", default="", help="concurrencies, e.g. 1,4,16,32")
     parser.add_argument("--skip-lateness", action="store_true")
+    parser.add_argument(
+        "--saturation-transports", default="postgres", help="postgres, or postgres,nats"
+    )
     args = parser.parse_args(argv)
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -283,12 +286,13 @@ def main(argv: list[str] | None = None) -> int:
                         ctx.say(f"lateness rep {rep + 1} {transport}: {json.dumps(r)}")
             for c in [int(x) for x in args.saturation.split(",") if x]:
                 count = max(args.count, int(args.count * c / args.concurrency))
-                r = throughput(
-                    ctx, "postgres", nats.url, replicas=args.replicas, concurrency=c,
-                    count=count, warm=args.warm, window=args.window,
-                )  # fmt: skip
-                out["saturation"].append(r)
-                ctx.say(f"saturation c{c}: {json.dumps(r)}")
+                for transport in args.saturation_transports.split(","):
+                    r = throughput(
+                        ctx, transport, nats.url, replicas=args.replicas, concurrency=c,
+                        count=count, warm=args.warm, window=args.window,
+                    )  # fmt: skip
+                    out["saturation"].append(r)
+                    ctx.say(f"saturation {transport} c{c}: {json.dumps(r)}")
     finally:
         stop_all()
     RESULTS.mkdir(exist_ok=True)
@@ -335,13 +339,15 @@ def report(out: dict[str, Any]) -> str:
             f" | {f(med(late, 'p50_ms'))} / {f(med(late, 'p99_ms'))} |"
         )
     if out.get("saturation"):
-        lines += ["", "| concurrency × replicas | runs/s | DB CPU share | DB CPU ms/run |",
-                  "| --- | ---: | ---: | ---: |"]  # fmt: skip
+        lines += ["", "| transport | concurrency × replicas | runs/s | DB CPU share"
+                  " | DB CPU ms/run | WAL bytes/run |",
+                  "| --- | --- | ---: | ---: | ---: | ---: |"]  # fmt: skip
         for r in out["saturation"]:
             drained = " (queue drained: a lower bound)" if r["drained"] else ""
             lines.append(
-                f"| {r['concurrency']} × {r['replicas']} | {r['rate']:,.0f}{drained}"
-                f" | {100 * r['db_cpu_share']:.0f}% | {r['db_cpu_ms_per_run']:.3f} |"
+                f"| {r['transport']} | {r['concurrency']} × {r['replicas']}"
+                f" | {r['rate']:,.0f}{drained} | {100 * r['db_cpu_share']:.0f}%"
+                f" | {r['db_cpu_ms_per_run']:.3f} | {r['wal_per_run']:,.0f} |"
             )
     return "\n".join(lines)
 

@@ -74,6 +74,7 @@ class NatsBroker:
         self._keeper: Future[None] | None = None
         self._next_sub = 0
         self.last_error = ""
+        self.duplicates = 0  # publications the stream had stored already (dropped as repeats)
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -246,6 +247,7 @@ class NatsBroker:
                 )
             )
         results = await asyncio.gather(*futures, return_exceptions=True)
+        self.duplicates += sum(1 for r in results if getattr(r, "duplicate", False))
         failures = [r for r in results if isinstance(r, BaseException)]
         if failures:
             self.last_error = f"publish failed: {failures[0]!r}"

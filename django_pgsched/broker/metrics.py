@@ -75,6 +75,11 @@ class BrokerCollector(Collector):
             "Runs this replica's publisher published (acknowledged by the stream).",
             value=self.runtime.published,
         )
+        yield CounterMetricFamily(
+            "pgsched_claims_publish_duplicates",
+            "Publications the stream dropped as repeats of a message id it had stored.",
+            value=self.runtime.broker.duplicates,
+        )
         alias = self.runtime.settings.DATABASE_ALIAS
         try:
             lag, due = outbox_lag(connections[alias])

@@ -144,6 +144,9 @@ def test_a_replica_killed_between_commit_and_publish(
         before = succeeded(scenario)
         wait_until(lambda: succeeded(scenario) > before + 40, 30, "the fleet to run on")
         assert claimed_through_broker(survivor) > 0
+        if point == "publisher.after_publish":  # the rows it had published went out again
+            duplicates = "pgsched_claims_publish_duplicates_total"
+            assert sum(r.scrape().get(duplicates, 0) for r in scenario.fleet.live()) > 0
         scenario.fleet.stop_all()
         scenario.settle(timeout=60)
         scenario.assert_clean()

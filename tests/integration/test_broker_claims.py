@@ -205,6 +205,7 @@ def test_republishing_an_outbox_row_is_deduplicated(nats_claims, broker):
         )
     assert Publisher(broker, get_settings()).run_once().published == 1
     assert consumer_state(nats_claims)[0] == 1  # the stream kept one message
+    assert broker.duplicates == 1
 
 
 def test_asyncio_is_not_left_running_in_the_test_thread():
