@@ -75,6 +75,7 @@ class NatsBroker:
         self._next_sub = 0
         self.last_error = ""
         self.duplicates = 0  # publications the stream had stored already (dropped as repeats)
+        self._spare: list[Any] = []  # delivered beyond a batch: handed out first next time
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -96,6 +97,12 @@ class NatsBroker:
         self._closing = True
         if self._keeper is not None:
             self._keeper.cancel()
+        if self._spare and self._thread.is_alive():
+            try:  # hand the messages fetched beyond a batch back for redelivery now
+                self._call(self._nak(self._delivered(self._spare)), self.timeout)
+            except Exception:
+                logger.debug("giving spare messages back failed", exc_info=True)
+            self._spare = []
         if self._nc is not None and self._thread.is_alive():
             try:
                 self._call(self._nc.close(), self.timeout)
@@ -258,7 +265,9 @@ class NatsBroker:
     async def _fetch(self, batch: int, wait: float) -> list[Delivered]:
         from nats.errors import TimeoutError as NatsTimeout
 
-        got: list[Any] = []
+        got, self._spare = self._spare[:batch], self._spare[batch:]
+        if len(got) == batch:
+            return self._delivered(got)
         subs = self._subs
         start = self._next_sub = (self._next_sub + 1) % len(subs)
         order = subs[start:] + subs[:start]
@@ -266,7 +275,7 @@ class NatsBroker:
             if len(got) >= batch:
                 break
             # with several queues, only the last consumer asked may wait
-            timeout = wait if index == len(order) - 1 and not got else 0.005
+            timeout = wait if index == len(order) - 1 and not got else 0.001
             try:
                 got += await sub.fetch(batch - len(got), timeout=max(timeout, 0.001))
             except (TimeoutError, NatsTimeout):
@@ -278,12 +287,15 @@ class NatsBroker:
                 raise BrokerUnavailable(self.last_error) from exc
         if len(got) > batch:
             # nats-py hands over every message already buffered for the subscription (the
-            # late answers to an earlier pull), beyond the batch asked for: give those
-            # back, or the executor would claim more runs than it has idle slots
+            # late answers to an earlier pull), beyond the batch asked for: keep those for
+            # the next fetch, or the executor would claim more runs than it has idle slots.
+            # (Giving them back instead made a storm of redeliveries into the same buffer.)
             got, extra = got[:batch], got[batch:]
-            await self._nak(
-                [Delivered(data=b"", subject=m.subject, redelivered=False, handle=m) for m in extra]
-            )
+            self._spare.extend(extra)
+        return self._delivered(got)
+
+    @staticmethod
+    def _delivered(got: list[Any]) -> list[Delivered]:
         return [
             Delivered(
                 data=msg.data,

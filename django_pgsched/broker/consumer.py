@@ -49,6 +49,10 @@ _CURSOR = re.compile(
     r"coalesce\(%\(floor_at\)s::timestamptz, '-infinity'\),\s*"
     r"coalesce\(%\(floor_id\)s::bigint, 0\)\)"
 )
+# ... and its order: the named runs are read by primary key (a generic plan that kept the
+# ORDER BY read the claim index and filtered the ids: tests/integration/test_plans.py)
+_ORDER = re.compile(r"ORDER BY r\.priority \* -1, r\.fire_after, r\.id\s*(LIMIT %\(limit\)s)")
+_FROM = re.compile(r"(claimable AS MATERIALIZED \(\s*SELECT r\.id\s*)FROM pgsched_job_run r\b")
 _NEXT_DUE = re.compile(r"WHERE \(SELECT count\(\*\) FROM claimable\) < %\(limit\)s")
 
 
@@ -56,12 +60,25 @@ def claim_by_id_sql(executor_pass: str) -> str:
     """``executor_pass`` claiming the runs ``%(claim_ids)s`` instead of reading the claim index.
 
     Every other predicate of its ``claimable`` CTE (status, due, attempts left,
-    jobs, queues, no live lease) and its fenced recording stay as they are; the
-    next-due probe is not needed (the broker says when there is work).
+    jobs, queues, no live lease, the overlap and deadline guards) and its fenced
+    recording stay as they are; the order goes (the ids are read by primary
+    key), and so does the next-due probe (the broker says when there is work).
     """
-    sql, found = _CURSOR.subn("AND r.id = ANY(%(claim_ids)b::bigint[])", executor_pass)
+    sql, found = _CURSOR.subn("", executor_pass)
     if found != 1:
         raise RuntimeError("executor_pass's claim cursor changed: update broker/consumer.py")
+    # the named runs, each looked up by primary key (a nested loop over the ids): with
+    # "r.id = ANY(ids)" a generic plan also read the claimable index (a BitmapAnd)
+    sql, found = _FROM.subn(
+        r"\1FROM unnest(%(claim_ids)b::bigint[]) AS named(id)"
+        r" JOIN pgsched_job_run r ON r.id = named.id",
+        sql,
+    )
+    if found != 1:
+        raise RuntimeError("executor_pass's claimable CTE changed: update broker/consumer.py")
+    sql, found = _ORDER.subn(r"\1", sql)
+    if found != 1:
+        raise RuntimeError("executor_pass's claim order changed: update broker/consumer.py")
     sql, found = _NEXT_DUE.subn("WHERE false", sql)
     if found != 1:
         raise RuntimeError("executor_pass's next-due probe changed: update broker/consumer.py")

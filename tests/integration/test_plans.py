@@ -180,3 +180,24 @@ def test_the_generic_renewal_finds_runs_by_primary_key(db):
     )
     used = {n.get("Index Name") for n in walk(plan)}
     assert "pgsched_job_run_pkey" in used, used
+
+
+def test_the_generic_claim_by_id_finds_runs_by_primary_key(private_runs):
+    # PGSCHED["CLAIMS"] "nats": the claim of the runs named by the broker's messages
+    # (broker/consumer.py) reads them by primary key, not the claim index.
+    from django_pgsched.broker.consumer import EXECUTOR_PASS_BY_ID
+
+    with connection.cursor() as cursor:
+        insert_runs(cursor, 20_000, "succeeded")
+        insert_runs(cursor, 3_000, "pending")
+        cursor.execute("ANALYZE pg_temp.pgsched_job_run")
+        cursor.execute("SELECT id FROM pgsched_job_run WHERE status = 'pending' LIMIT 4")
+        ids = [row[0] for row in cursor.fetchall()]
+    plan = generic_plan(EXECUTOR_PASS_BY_ID.sql, {**executor_params(limit=4), "claim_ids": ids})
+    (claimable,) = [n for n in walk(plan) if n.get("Subplan Name") == "CTE claimable"]
+    used = {n.get("Index Name") for n in walk(claimable)}
+    assert "pgsched_job_run_pkey" in used, json.dumps(claimable)
+    # the claim's indexes are not read (the overlap guard's subplans may be there)
+    assert not used & {"pgsched_run_claimable_idx", "pgsched_run_claim_order_idx"}, used
+    (lock,) = [n for n in walk(claimable) if n["Node Type"] == "LockRows"]
+    assert lock["Actual Rows"] == 4, json.dumps(lock)

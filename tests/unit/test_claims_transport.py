@@ -65,7 +65,7 @@ def test_payloads():
 def test_claim_by_id_keeps_every_predicate_but_the_cursor():
     original = queries.get("executor_pass")
     by_id = claim_by_id_sql(original)
-    assert "%(claim_ids)b::bigint[]" in by_id and "floor_rank" not in by_id
+    assert "unnest(%(claim_ids)b::bigint[])" in by_id and "floor_rank" not in by_id
     claimable = by_id.split("claimable AS MATERIALIZED")[1].split("claimed AS")[0]
     for predicate in (
         "r.status IN ('pending', 'retrying')",
