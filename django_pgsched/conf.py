@@ -62,6 +62,8 @@ class Settings:
     RETENTION: timedelta | None = timedelta(days=30)
     RETENTION_INTERVAL: timedelta = timedelta(minutes=1)
     RETENTION_BATCH: int = 1000
+    # a run no live replica can execute for this long is stranded (engine/stranded.py)
+    STRANDED_GRACE: timedelta = timedelta(minutes=10)
 
     # backfill, overlap and start deadlines (django_pgsched.ledger)
     BACKFILL_LIMIT: int = 1000

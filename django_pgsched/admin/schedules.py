@@ -14,7 +14,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import ValidationError
-from django.db import connections
+from django.db import DatabaseError, connections
 from django.db.models import QuerySet
 from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -27,6 +27,7 @@ from .. import api
 from ..audit import actor, for_user
 from ..conf import get_settings
 from ..delivery.job import JOB_NAME
+from ..engine import stranded
 from ..models import Schedule, ScheduleStatus, db_now
 from ..registry import all_jobs
 from ..timing import describe, timetable, zoned, zones
@@ -498,6 +499,7 @@ class ScheduleAdmin(ScheduleAdminBase):
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
         if request.method != "POST":  # actions (pause, resume, delete) are POSTs
+            warn_stranded(request)
             return super().changelist_view(request, extra_context)
         with actor(for_user(request.user.get_username())):
             return super().changelist_view(request, extra_context)
@@ -651,3 +653,23 @@ class ScheduleAdmin(ScheduleAdminBase):
                 ),
                 messages.SUCCESS,
             )
+
+
+def warn_stranded(request: HttpRequest) -> None:
+    """A warning above the schedule list while runs wait for a job no live replica runs."""
+    try:
+        groups = stranded.stranded()
+    except DatabaseError:  # the list itself says what is wrong with the database
+        return
+    if not groups:
+        return
+    shown = "; ".join(
+        f"{g.job} in queue {g.queue}: {g.runs} run(s) of {g.schedules} schedule(s)"
+        for g in groups[:5]
+    )
+    more = f"; and {len(groups) - 5} more" if len(groups) > 5 else ""
+    messages.warning(
+        request,
+        f"Runs no live replica can execute (their job is registered by no running "
+        f"replica for that queue): {shown}{more}. They are coalesced to one per schedule.",
+    )

@@ -26,13 +26,14 @@ from django.db import DatabaseError, connections
 
 from .. import events
 from ..conf import Settings, get_settings
-from . import db, failpoints
+from . import db, failpoints, stranded
 from .backoff import Backoff
 from .executor import Executor
 from .guard import Guard
 from .maintenance import Reaper, Retention
 from .notifications import SCHEDULE_CHANNEL, WAIT_CHANNEL, Listener
 from .planner import Planner
+from .stranded import Stranded
 
 if TYPE_CHECKING:
     from ..broker.runtime import BrokerRuntime
@@ -93,6 +94,7 @@ class Runner:
         )
         self.reaper = Reaper(settings=self.settings)
         self.guard = Guard(settings=self.settings)
+        self.stranded = Stranded(settings=self.settings)
         self.retention = Retention(settings=self.settings)
         self.listen = self.settings.LISTEN if listen is None else listen
         self._threads: list[threading.Thread] = []
@@ -252,6 +254,10 @@ class Runner:
                 executor.wake.clear()
                 try:
                     executor.run_once()
+                    # this replica's jobs, held as advisory locks by this session (stranded.py)
+                    stranded.register(
+                        connections[self.settings.DATABASE_ALIAS], self.executor.queues
+                    )
                     self._tick("executor")
                     backoff.reset()
                     wait = executor.seconds_until_next_pass()
@@ -288,6 +294,7 @@ class Runner:
                     next_reap = now + reap_every
                 if now >= next_retention:
                     self.retention.run_once()
+                    self.stranded.run_once()
                     next_retention = now + retain_every
                 self._tick("maintenance")
                 events.loop_ticked.send(sender=type(self), loop="maintenance")

@@ -20,6 +20,9 @@ pgsched.E030   ``PGSCHED["CLAIMS"]`` is ``"nats"`` but ``nats-py`` (the ``nats``
 pgsched.W003   The schedule audit trigger does not cover every column of
                ``pgsched_schedule`` (database check): changes to those columns
                alone are not recorded.
+pgsched.W005   Active schedules name a job this code does not register (database
+               check, at ``runscheduler``'s start): unless another replica
+               registers it, their runs are stranded.
 pgsched.W001   ``IDLE_IN_TRANSACTION_TIMEOUT`` is longer than the shortest
                lease, so a frozen replica could hold rows past it.
 pgsched.W002   ``RETENTION`` is shorter than a day: replans could refire deleted
@@ -226,7 +229,9 @@ def check_database_version(
                 id="pgsched.E002",
             )
         ]
-    return _check_occurrence_index(conn) + _check_audit_trigger(conn)
+    return (
+        _check_occurrence_index(conn) + _check_audit_trigger(conn) + _check_unregistered_jobs(conn)
+    )
 
 
 @checks.register(checks.Tags.database, deploy=True)
@@ -331,5 +336,34 @@ def _check_audit_trigger(conn: Any) -> list[checks.CheckMessage]:
             hint="A migration that adds a column to pgsched_schedule must run "
             "SELECT pgsched_schedule_audit_install(); (see migration 0006).",
             id="pgsched.W003",
+        )
+    ]
+
+
+def _check_unregistered_jobs(conn: Any) -> list[checks.CheckMessage]:
+    """W005: active schedules whose job this process does not register."""
+    from ..registry import all_jobs
+
+    if "pgsched_schedule" not in conn.introspection.table_names():
+        return []  # not migrated yet
+    with conn.cursor() as cursor:
+        cursor.execute(
+            "SELECT job, count(*) FROM pgsched_schedule WHERE status = 'active'"
+            " GROUP BY job ORDER BY job"
+        )
+        known = all_jobs()
+        missing = [(job, n) for job, n in cursor.fetchall() if job not in known]
+    if not missing:
+        return []
+    shown = ", ".join(f"{job} ({n} schedule{'s' if n != 1 else ''})" for job, n in missing[:10])
+    more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+    return [
+        checks.Warning(
+            f"Active schedules name job(s) this code does not register: {shown}{more}. "
+            "Unless another replica registers them, their runs are stranded: counted by "
+            "pgsched_runs_stranded and coalesced to one per schedule after STRANDED_GRACE.",
+            hint="Deploy the code that defines the job, pause or delete the schedules, or "
+            "point them at a registered job.",
+            id="pgsched.W005",
         )
     ]

@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 from .. import events
 from ..conf import get_settings
 from ..delivery.models import BreakerState
+from ..engine import stranded
 from ..statuses import TERMINAL_STATUSES, UNFINISHED_STATUSES, RunStatus, ScheduleStatus
 from .httpd import App, ProbeServer, Response
 
@@ -226,6 +227,25 @@ class Metrics:
             signal.disconnect(dispatch_uid=uid)
 
 
+# The backlog counts what some live replica could run (engine/stranded.py: the
+# replicas' registrations are advisory locks); while none is registered at all (every
+# executor down or starting), every due run counts, so that autoscaling sees the work.
+BACKLOG_SQL = f"""
+WITH {stranded.HELD}
+SELECT clock_timestamp(),
+       (SELECT count(*) FROM pgsched_job_run r
+         WHERE r.status = ANY(%(unfinished)s) AND r.fire_after <= clock_timestamp()
+           AND (r.status = 'running' OR NOT EXISTS (SELECT 1 FROM held) OR {stranded.RUNNABLE})),
+       (SELECT count(*) FROM pgsched_schedule WHERE status = %(broken)s),
+       stranded.runs, stranded.schedules
+  FROM (SELECT count(*) AS runs, count(DISTINCT r.schedule_id) AS schedules
+          FROM pgsched_job_run r
+         WHERE r.status = 'pending' AND r.attempts = 0
+           AND r.fire_after < clock_timestamp() - make_interval(secs => %(grace)s)
+           AND EXISTS (SELECT 1 FROM held) AND NOT {stranded.RUNNABLE}) stranded
+"""
+
+
 class DatabaseCollector(Collector):
     """Gauges read from the database at scrape time."""
 
@@ -235,12 +255,14 @@ class DatabaseCollector(Collector):
             with connections[alias].cursor() as cursor:
                 before = time.time()
                 cursor.execute(
-                    "SELECT clock_timestamp(), (SELECT count(*) FROM pgsched_job_run"
-                    " WHERE status = ANY(%s) AND fire_after <= clock_timestamp()),"
-                    " (SELECT count(*) FROM pgsched_schedule WHERE status = %s)",
-                    [list(UNFINISHED_STATUSES), ScheduleStatus.BROKEN],
+                    BACKLOG_SQL,
+                    {
+                        "unfinished": list(UNFINISHED_STATUSES),
+                        "broken": ScheduleStatus.BROKEN,
+                        "grace": get_settings().STRANDED_GRACE.total_seconds(),
+                    },
                 )
-                db_time, backlog, broken = cursor.fetchone()
+                db_time, backlog, broken, stranded_runs, stranded_schedules = cursor.fetchone()
                 after = time.time()
         except DatabaseError as exc:  # one line: a database away is news, not a bug
             detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -255,8 +277,18 @@ class DatabaseCollector(Collector):
             logger.warning("metrics: the circuit breakers could not be read", exc_info=True)
         yield GaugeMetricFamily(
             "pgsched_runs_due_backlog",
-            "Runs due and not yet terminal (autoscale on this).",
+            "Runs due and not yet terminal that a live replica could run (autoscale on this).",
             value=backlog,
+        )
+        yield GaugeMetricFamily(
+            "pgsched_runs_stranded",
+            "Pending runs due longer than STRANDED_GRACE whose job no live replica runs.",
+            value=stranded_runs,
+        )
+        yield GaugeMetricFamily(
+            "pgsched_schedules_stranded",
+            "Schedules with stranded runs: their job is registered by no live replica.",
+            value=stranded_schedules,
         )
         yield GaugeMetricFamily(
             "pgsched_schedules_broken",

@@ -15,6 +15,7 @@ import urllib.request
 
 import pytest
 
+from django_pgsched.engine.stranded import JOB_KEY
 from tests.pgcluster import free_port
 
 from .harness import FaultProxy, wait_until
@@ -47,6 +48,15 @@ def test_a_replica_waits_for_an_unreachable_database_then_starts(scenario: Scena
         proxy.upstream = reachable
         replica.wait_ready(60)
         wait_until(lambda: probe(replica.metrics_port, "/readyz")[0] == 200, 10, "/readyz 200")
+        # its executor registers its jobs: shared advisory locks (engine/stranded.py)
+        wait_until(
+            lambda: scenario.one(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s",
+                [JOB_KEY],
+            ),
+            10,
+            "the replica's job registrations",
+        )
         assert "Traceback" not in replica.log()
     finally:
         proxy.close()
