@@ -124,6 +124,7 @@ class Executor:
         self._unwritten: list[Outcome] = []  # taken from the slots, not yet written
         self.claim_cursor = ClaimCursor(clock)
         self._next_due = NextDue(clock)
+        self._claim_again = False  # a pass failed unreadable claims: claim for their slots now
         self.lease_sessions = db.SessionPool(self.using, "executor")
         self.guard = Guard(settings=self.settings, using=self.using, role="executor")
         self._guard_wanted = False
@@ -185,7 +186,7 @@ class Executor:
 
     def seconds_until_next_pass(self) -> float:
         """How long the runner may sleep before the next pass is needed."""
-        if self._unwritten or not self.slots.outcomes.empty():
+        if self._unwritten or not self.slots.outcomes.empty() or self._claim_again:
             return 0.0
         now = self.clock()
         if self.broker is not None and self.broker.active and not self.stopping.is_set():
@@ -252,6 +253,7 @@ class Executor:
 
     def _exchange(self, conn: BaseDatabaseWrapper, now: datetime | None, limit: int) -> Exchange:
         """Record finished outcomes and claim up to ``limit`` runs, in one statement."""
+        self._claim_again = False
         outcomes = self.slots.take_outcomes(self._unwritten)
         jobs = sorted(all_jobs())
         if not jobs:
@@ -326,9 +328,13 @@ class Executor:
         elif limit:
             self.claim_cursor.move(floor, result.claimed, full=len(claims) == limit)
         unreadable = [claim for claim in claims if claim.unreadable]
+        self._claim_again = bool(unreadable)
         if unreadable:  # each fails on its own; every other claim of the pass runs
             claims = [claim for claim in claims if not claim.unreadable]
             self._fail_unreadable(conn, now, unreadable)
+            # their slots are free again: the next pass claims at once, from the start
+            # (the claim cursor moved past runs they displaced, and no next due was said)
+            self.claim_cursor.reset()
         for claim in claims:
             claim.context._lease_check = partial(self.ensure_lease, claim)
         if claims:

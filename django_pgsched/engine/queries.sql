@@ -314,6 +314,10 @@ next_due AS (
               FROM pgsched_job_run q
              WHERE q.status IN ('pending', 'retrying')
                AND q.attempts < q.max_attempts
+               -- never claimable once past its start deadline (the guard ends it):
+               -- not worth waking up for
+               AND (q.start_by IS NULL OR q.start_by >= (SELECT now FROM clock)
+                    OR q.status = 'retrying')
                AND q.job = ANY(%(jobs)b::text[])
                AND (%(queues)b::text[] IS NULL OR q.queue = ANY(%(queues)b::text[]))
                AND q.id NOT IN (SELECT id FROM claimable)

@@ -182,3 +182,27 @@ def test_the_guard_ends_a_one_off_run_past_its_deadline_and_reads_no_poison(db, 
     assert result.missed == 2 and not result.ledgered_by
     statuses = dict(JobRun.objects.values_list("id", "status"))
     assert statuses[one_off.pk] == "missed" and statuses[poisoned.pk] == "missed"
+
+
+def test_slots_freed_by_unreadable_claims_are_claimed_at_once_from_the_start(db):
+    """Unreadable runs sort first (a BC fire_after) and took every slot of the pass."""
+    healthy = [enqueue("tests.noop", kwargs={"n": i}) for i in range(2)]
+    poison = [enqueue("tests.noop") for _ in range(2)]
+    drop_bounds()
+    sql("UPDATE pgsched_job_run SET fire_after = '0001-06-01 00:00:00+00 BC' WHERE id = ANY(%s)",
+        [[p.pk for p in poison]])  # fmt: skip
+    executor = Executor(concurrency=2, inline=True)
+    first = executor.run_once()
+    assert first.claimed == 0 and not jobs.CALLS
+    assert executor.seconds_until_next_pass() == 0  # not the poll interval
+    second = executor.run_once()  # from the start, not from where the poison left the cursor
+    assert second.claimed == 2 and sorted(c["n"] for c in jobs.CALLS) == [0, 1]
+    assert {JobRun.objects.get(pk=r.pk).status for r in healthy} == {"succeeded"}
+
+
+def test_a_run_past_its_deadline_is_not_waited_for(db):
+    run = enqueue("tests.noop")
+    sql("UPDATE pgsched_job_run SET start_by = now() - interval '1 minute' WHERE id = %s",
+        [run.pk])  # fmt: skip
+    result = Executor(concurrency=2, inline=True).run_once()
+    assert result.claimed == 0 and result.next_due_in is None  # not "due now", again and again
