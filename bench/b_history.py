@@ -30,6 +30,7 @@ from .stats import summary
 
 RESOLVER = {"TENANT_RESOLVER": "tests.testapp.tenancy.from_header"}
 ONE = "bench_history_one"  # the database with one month of runs
+CHUNK = 2000  # rows per INSERT
 
 
 def month_start(day: date, back: int) -> date:
@@ -46,29 +47,34 @@ def add_month(conn: psycopg.Connection[Any], first: date, rows: int, tenants: in
     ensure = conn.execute("SELECT to_regproc('pgsched_ensure_months') IS NOT NULL").fetchone()
     if ensure and ensure[0]:  # monthly partitions: a plain INSERT does not create the month
         conn.execute("SELECT pgsched_ensure_months(ARRAY[%s]::timestamptz[])", [start])
-    conn.execute(
-        """
-        INSERT INTO pgsched_job_run
-               (schedule_name, scheduled_for, idempotency_key, job, kwargs, queue, status,
-                fire_after, attempts, max_attempts, timeout, started_at, finished_at, note,
-                tenant)
-        SELECT 'report-' || (g %% 7), t, 'history:' || %(first)s || ':' || g, 'tests.noop',
-               '{}', 'default',
-               CASE WHEN g %% 50 = 0 THEN 'failed' ELSE 'succeeded' END,
-               t, 1, 3, interval '5 minutes', t, t + interval '20 milliseconds', '',
-               'tenant-' || (g %% %(tenants)s)
-          FROM generate_series(1, %(rows)s) g,
-               LATERAL (SELECT %(first)s::timestamptz
-                               + make_interval(secs => (g::bigint * %(seconds)s / %(rows)s)))
-                    AS s(t)
-        """,
-        {
-            "first": start,
-            "rows": rows,
-            "tenants": tenants,
-            "seconds": seconds,
-        },
-    )
+    # in statements of CHUNK rows (autocommit: a transaction each), so that a per-row
+    # lock (the partitioned table's idempotency trigger) stays within the lock table
+    for lo in range(1, rows + 1, CHUNK):
+        conn.execute(
+            """
+            INSERT INTO pgsched_job_run
+                   (schedule_name, scheduled_for, idempotency_key, job, kwargs, queue, status,
+                    fire_after, attempts, max_attempts, timeout, started_at, finished_at, note,
+                    tenant)
+            SELECT 'report-' || (g %% 7), t, 'history:' || %(first)s || ':' || g, 'tests.noop',
+                   '{}', 'default',
+                   CASE WHEN g %% 50 = 0 THEN 'failed' ELSE 'succeeded' END,
+                   t, 1, 3, interval '5 minutes', t, t + interval '20 milliseconds', '',
+                   'tenant-' || (g %% %(tenants)s)
+              FROM generate_series(%(lo)s::int, %(hi)s::int) g,
+                   LATERAL (SELECT %(first)s::timestamptz
+                                   + make_interval(secs => (g::bigint * %(seconds)s / %(rows)s)))
+                        AS s(t)
+            """,
+            {
+                "first": start,
+                "lo": lo,
+                "hi": min(rows, lo + CHUNK - 1),
+                "rows": rows,
+                "tenants": tenants,
+                "seconds": seconds,
+            },
+        )
 
 
 def layout(conn: psycopg.Connection[Any]) -> dict[str, Any]:
