@@ -81,8 +81,12 @@ def layout(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     row = conn.execute(
         "SELECT count(*) FROM pg_inherits WHERE inhparent = 'pgsched_job_run'::regclass"
     ).fetchone()
-    size = conn.execute("SELECT pg_total_relation_size('pgsched_job_run')").fetchone()
-    return {"partitions": row[0] if row else 0, "bytes": size[0] if size else None}
+    size = conn.execute(  # a partitioned table's own size is 0: add its partitions'
+        "SELECT pg_total_relation_size('pgsched_job_run')"
+        " + coalesce((SELECT sum(pg_total_relation_size(inhrelid)) FROM pg_inherits"
+        " WHERE inhparent = 'pgsched_job_run'::regclass), 0)"
+    ).fetchone()
+    return {"partitions": row[0] if row else 0, "bytes": int(size[0]) if size else None}
 
 
 def probe(ctx: Context, dsn: str, day: date, label: str, requests: int) -> dict[str, Any]:
