@@ -219,3 +219,12 @@ def test_the_bounds_themselves_are_accepted(db):
     inner.pop()
     s.refresh_from_db()
     assert s.kwargs == nested and s.last_fire_at == datetime(1, 1, 1, tzinfo=UTC)
+
+
+def test_backfill_from_an_out_of_range_time_is_a_command_error(db):
+    Schedule.objects.create(**schedule(name="bf"))
+    with pytest.raises(CommandError, match="year 1 to 9999"):
+        call_command(
+            "pgsched_backfill", "bf", "--start", "0001-01-01T00:00:00+05:00",
+            "--end", "2026-01-01T00:00:00+00:00", "--dry-run",
+        )  # fmt: skip

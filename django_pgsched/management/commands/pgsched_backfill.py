@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from django_pgsched.audit import actor
+from django_pgsched.bounds import time_error
 from django_pgsched.ledger.backfill import BackfillRefused, backfill_occurrences
 
 
@@ -21,7 +22,11 @@ def instant(value: str) -> datetime:
         raise argparse.ArgumentTypeError(
             f"{value!r} is not an ISO 8601 time (for example 2026-11-23T00:00:00Z)"
         ) from None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
+    parsed = parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
+    problem = time_error("time", parsed)
+    if problem:  # year 1 BC or year 10000 once in UTC
+        raise argparse.ArgumentTypeError(f"{value!r}: {problem}")
+    return parsed
 
 
 def positive(value: str) -> int:
