@@ -57,9 +57,9 @@ RUN_TIMES_ALL = (*RUN_TIMES, "start_by")
 RUN_DURATIONS: Mapping[str, tuple[timedelta, timedelta]] = {"timeout": (MIN_TIMEOUT, MAX_TIMEOUT)}
 RUN_PAYLOADS = ("kwargs", "task_call", "return_value")
 
-#: The CHECKs that bound a value, by constraint name: the fields they name.
+#: The CHECKs on a schedule's or a run's values, by constraint name: the fields they name.
 CONSTRAINT_FIELDS: Mapping[str, tuple[str, ...]] = {
-    "pgsched_schedule_times_range": SCHEDULE_TIMES,
+    "pgsched_schedule_times_range": (*SCHEDULE_TIMES, "created_at", "updated_at"),
     "pgsched_schedule_times_finite": ("anchor", "next_fire_at"),
     "pgsched_schedule_durations_range": ("timeout", "misfire_grace"),
     "pgsched_schedule_timeout_range": ("timeout",),
@@ -69,11 +69,42 @@ CONSTRAINT_FIELDS: Mapping[str, tuple[str, ...]] = {
     "pgsched_schedule_start_deadline_range": ("start_deadline",),
     "pgsched_schedule_kwargs_readable": ("kwargs",),
     "pgsched_schedule_kwargs_object": ("kwargs",),
-    "pgsched_run_times_range": RUN_TIMES_ALL,
+    "pgsched_schedule_catch_up_limit_check": ("catch_up_limit",),
+    "pgsched_schedule_catch_up_limit_range": ("catch_up_limit",),
+    "pgsched_schedule_max_attempts_check": ("max_attempts",),
+    "pgsched_schedule_max_attempts_range": ("max_attempts",),
+    "pgsched_schedule_cron_text": ("cron",),
+    "pgsched_schedule_cron_xor_interval": ("cron", "interval"),
+    "pgsched_schedule_name_nonempty": ("name",),
+    "pgsched_schedule_status_valid": ("status",),
+    "pgsched_schedule_policy_valid": ("misfire_policy",),
+    "pgsched_schedule_overlap_valid": ("overlap",),
+    "pgsched_schedule_dst_gap_valid": ("dst_gap",),
+    "pgsched_schedule_dst_fold_valid": ("dst_fold",),
+    "pgsched_schedule_skipped_non_negative": ("skipped_occurrences",),
+    "pgsched_schedule_tenant_text": ("tenant",),
+    "pgsched_schedule_timezone_name": ("timezone",),
+    "pgsched_schedule_zone_needs_cron": ("timezone",),
+    "pgsched_schedule_unplanned_reason": ("unplanned_reason",),
+    "pgsched_run_times_range": (*RUN_TIMES_ALL, "created_at"),
     "pgsched_run_timeout_range": ("timeout",),
     "pgsched_run_timeout_positive": ("timeout",),
     "pgsched_run_json_readable": RUN_PAYLOADS,
     "pgsched_run_kwargs_object": ("kwargs",),
+    "pgsched_run_task_call_object": ("task_call",),
+    "pgsched_run_return_value_size": ("return_value",),
+    "pgsched_job_run_attempts_check": ("attempts",),
+    "pgsched_job_run_max_attempts_check": ("max_attempts",),
+    "pgsched_run_attempts_range": ("attempts",),
+    "pgsched_run_attempts_within_max": ("attempts", "max_attempts"),
+    "pgsched_run_max_attempts_range": ("max_attempts",),
+    "pgsched_run_priority_range": ("priority",),
+    "pgsched_run_overlap_valid": ("overlap",),
+    "pgsched_run_status_valid": ("status",),
+    "pgsched_run_tenant_text": ("tenant",),
+    "pgsched_run_scheduled_for_whole_second": ("scheduled_for",),
+    "pgsched_run_lease_iff_running": ("status", "claimed_by", "claim_expires_at"),
+    "pgsched_run_terminal_has_finished_at": ("status", "finished_at"),
 }
 
 
@@ -155,12 +186,13 @@ def check(instance: Any, times: Iterable[str], durations: Mapping[str, Any], pay
         raise ValidationError(errors)
 
 
-def refusal(exc: DatabaseError) -> ValidationError | None:
+def refusal(exc: DatabaseError, instance: Any = None) -> ValidationError | None:
     """A ``ValidationError`` naming the field for a value the database refused, else None.
 
     A CHECK of :data:`CONSTRAINT_FIELDS` (SQLSTATE 23514) or a value out of a
     type's range (class 22, ``DataError``). Unique violations and the rest stay
-    as they are (callers rely on them: an idempotency key already taken).
+    as they are (callers rely on them: an idempotency key already taken). With
+    ``instance``, each field's message shows the value it held.
     """
     cause = exc.__cause__
     sqlstate = getattr(cause, "sqlstate", None) or ""
@@ -171,23 +203,37 @@ def refusal(exc: DatabaseError) -> ValidationError | None:
         fields = CONSTRAINT_FIELDS.get(name)
         if fields is None:
             return None
-        message = f"refused by the database ({name}): {detail}"
-        return ValidationError({field: [f"{field}: {message}"] for field in fields})
+        values = getattr(instance, "__dict__", {})
+
+        def shown(field: str) -> str:
+            return f", got {_repr(values[field])}" if field in values else ""
+
+        return ValidationError(
+            {
+                field: [f"{field}: refused by the database ({name}){shown(field)}: {detail}"]
+                for field in fields
+            }
+        )
     if sqlstate.startswith("22"):
         return ValidationError(f"a value is out of range for the database: {detail}")
     return None
 
 
 @contextmanager
-def refused_as_validation_error() -> Iterator[None]:
+def refused_as_validation_error(instance: Any = None) -> Iterator[None]:
     """What the database refuses for a value, raised as :func:`refusal`'s ``ValidationError``."""
     try:
         yield
     except (IntegrityError, DataError) as exc:
-        refused = refusal(exc)
+        refused = refusal(exc, instance)
         if refused is None:
             raise
         raise refused from exc
+
+
+def _repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def _span(value: timedelta) -> str:

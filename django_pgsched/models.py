@@ -339,7 +339,7 @@ class Schedule(models.Model):
         using = kwargs.get("using") or get_settings().DATABASE_ALIAS
         # the audit trail's actor is the ORM, unless one is named
         with (
-            bounds.refused_as_validation_error(),
+            bounds.refused_as_validation_error(self),
             transaction.atomic(using=using, savepoint=False),
             orm_unless_named(using),
         ):
@@ -849,7 +849,7 @@ class JobRun(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         """Save, refusing out-of-bounds values first (:mod:`.bounds`)."""
         self.check_bounds()
-        with bounds.refused_as_validation_error():
+        with bounds.refused_as_validation_error(self):
             super().save(*args, **kwargs)
 
     def check_bounds(self) -> None:

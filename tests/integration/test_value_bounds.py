@@ -228,3 +228,25 @@ def test_backfill_from_an_out_of_range_time_is_a_command_error(db):
             "pgsched_backfill", "bf", "--start", "0001-01-01T00:00:00+05:00",
             "--end", "2026-01-01T00:00:00+00:00", "--dry-run",
         )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("make", "field", "value"),
+    [
+        (lambda: Schedule.objects.create(**schedule(tenant="a\tb")), "tenant", "'a\\tb'"),
+        (lambda: Schedule.objects.create(**schedule(catch_up_limit=0)), "catch_up_limit", "0"),
+        (lambda: JobRun.objects.create(**run(priority=500)), "priority", "500"),
+        (lambda: JobRun.objects.create(**run(max_attempts=9)), "max_attempts", "9"),
+    ],
+)
+def test_every_check_the_database_answers_a_save_with_names_field_and_value(db, make, field, value):
+    with pytest.raises(ValidationError) as info:
+        make()
+    assert field in info.value.message_dict, info.value
+    assert f"got {value}" in info.value.message_dict[field][0], info.value.message_dict[field]
+
+
+def test_a_unique_violation_stays_an_integrity_error(db):
+    JobRun.objects.create(**run())
+    with pytest.raises(IntegrityError, match="pgsched_run_idempotency_key"), transaction.atomic():
+        JobRun.objects.create(**run())
