@@ -27,6 +27,9 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MAX_ACK_PENDING = 100_000  # messages delivered and not yet acknowledged, per consumer
+# a message fetched beyond a batch and not handed out this long after is given back, so a
+# replica whose slots stay busy does not sit on runs another replica could start
+SPARE_TTL = 0.5
 
 
 class BrokerUnavailable(RuntimeError):
@@ -76,6 +79,7 @@ class NatsBroker:
         self.last_error = ""
         self.duplicates = 0  # publications the stream had stored already (dropped as repeats)
         self._spare: list[Any] = []  # delivered beyond a batch: handed out first next time
+        self._tasks: set[asyncio.Future[None]] = set()  # give-backs under way
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -292,7 +296,18 @@ class NatsBroker:
             # (Giving them back instead made a storm of redeliveries into the same buffer.)
             got, extra = got[:batch], got[batch:]
             self._spare.extend(extra)
+            self._loop.call_later(SPARE_TTL, self._give_back_spares, extra)
         return self._delivered(got)
+
+    def _give_back_spares(self, spares: list[Any]) -> None:
+        """On the loop: give back those of ``spares`` still not handed out."""
+        stale = {id(m) for m in spares}
+        back = [m for m in self._spare if id(m) in stale]
+        if back:
+            self._spare = [m for m in self._spare if id(m) not in stale]
+            task = asyncio.ensure_future(self._nak(self._delivered(back)))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     @staticmethod
     def _delivered(got: list[Any]) -> list[Delivered]:

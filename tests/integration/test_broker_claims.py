@@ -224,3 +224,22 @@ def test_the_command_shows_and_switches_the_outbox(db):
     out = StringIO()
     call_command("pgsched_claims", "--disable", stdout=out)
     assert "outbox triggers: disabled" in out.getvalue()
+
+
+def test_messages_fetched_beyond_a_batch_are_handed_out_first_then_given_back(nats_claims, broker):
+    # nats-py may hand over more messages than a fetch asked for (late answers to an
+    # earlier pull): the broker keeps them for the next fetch, never more than asked,
+    # and gives back those still unused after SPARE_TTL
+    for _ in range(3):
+        enqueue("tests.noop")
+    Publisher(broker, get_settings()).run_once()
+    got = broker.fetch(3, 2.0)
+    assert len(got) == 3
+    handles = [m.handle for m in got]
+    broker._loop.call_soon_threadsafe(broker._spare.extend, handles)  # as if delivered extra
+    assert [m.handle for m in broker.fetch(2, 0.5)] == handles[:2]  # at most the batch
+    broker._loop.call_soon_threadsafe(broker._give_back_spares, handles)
+    time.sleep(0.3)
+    assert broker._spare == []
+    again = broker.fetch(3, 2.0)
+    assert len(again) == 1 and again[0].redelivered  # the unused one, given back
