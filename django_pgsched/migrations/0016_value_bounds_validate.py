@@ -109,8 +109,11 @@ class Migration(migrations.Migration):
         ("pgsched", "0015_value_bounds"),
     ]
 
+    # the runs first: a schedule made broken cancels its pending runs (a trigger), and
+    # the run CHECKs, NOT VALID but enforced on every new row version, would refuse the
+    # cancellation of a run still holding a value out of bounds
     operations = [
-        migrations.RunSQL(REPAIR_SCHEDULES, migrations.RunSQL.noop),
         migrations.RunSQL(REPAIR_RUNS, migrations.RunSQL.noop),
+        migrations.RunSQL(REPAIR_SCHEDULES, migrations.RunSQL.noop),
         migrations.RunSQL(VALIDATE, migrations.RunSQL.noop),
     ]

@@ -250,3 +250,43 @@ def test_a_unique_violation_stays_an_integrity_error(db):
     JobRun.objects.create(**run())
     with pytest.raises(IntegrityError, match="pgsched_run_idempotency_key"), transaction.atomic():
         JobRun.objects.create(**run())
+
+
+def test_migration_0016_repairs_rows_written_before_the_bounds_then_validates(db):
+    """Its repair statements over rows that break every bound; then every CHECK validates."""
+    import importlib
+
+    from tests.integration.test_poisoned_rows import DEEP, DIGITS, drop_bounds
+
+    repair = importlib.import_module("django_pgsched.migrations.0016_value_bounds_validate")
+    bounds_sql = importlib.import_module("django_pgsched.migrations.0015_value_bounds")
+    s = Schedule.objects.create(**schedule(name="legacy"))
+    run_a, run_b = enqueue("tests.noop"), enqueue("tests.noop")
+    drop_bounds()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE pgsched_schedule SET cron = NULL, \"interval\" = interval '5 seconds',"
+            f" anchor = '0001-06-01 BC', timeout = interval '100000000 years',"
+            f" misfire_grace = interval '999999999 days', kwargs = {DEEP} WHERE id = %s",
+            [s.pk],
+        )
+        cursor.execute(  # two unreadable occurrences of one schedule: still distinct after
+            f"UPDATE pgsched_job_run SET schedule_id = %s,"
+            f" scheduled_for = '0005-01-01 BC'::timestamptz + id * interval '1 day',"
+            f" fire_after = '-infinity', timeout = interval '100000000 years', kwargs = {DIGITS}",
+            [s.pk],
+        )
+        cursor.execute(bounds_sql.CHECKS)  # NOT VALID, as migration 0015 leaves them
+        for operation in repair.Migration.operations:  # 0016, in its order
+            cursor.execute(operation.sql)
+    s.refresh_from_db()
+    assert s.status == "broken" and s.anchor is None and s.timeout is None and s.kwargs == {}
+    for field in ("anchor 0001-06-01 00:00:00+00 BC", "timeout 100000000 years", "misfire_grace"):
+        assert field in s.last_error, s.last_error
+    for run_ in (run_a, run_b):
+        run_.refresh_from_db()
+        assert run_.status == "failed" and run_.kwargs == {} and run_.timeout == timedelta(days=7)
+        assert run_.finished_at is not None and run_.claimed_by is None
+        assert "scheduled_for 0005-01-0" in run_.note and "BC" in run_.note
+        assert "fire_after -infinity" in run_.note and "timeout 100000000 years" in run_.note
+    assert run_a.scheduled_for != run_b.scheduled_for
