@@ -95,7 +95,14 @@ def configure(conn: BaseDatabaseWrapper, role: str, settings: Settings | None = 
             " set_config('idle_in_transaction_session_timeout', %s, false),"
             " set_config('application_name', %s, false),"
             " set_config('pgsched.actor', %s, false),"  # who, in the schedule audit trail
-            " set_config('plan_cache_mode', %s, false)"
+            " set_config('plan_cache_mode', %s, false),"
+            # No JIT: every statement of the scheduler is short, and JIT compiles a
+            # statement whose estimated cost passes jit_above_cost at every execution.
+            # With enable_sort off (the executor's sessions) any statement that must
+            # sort, such as the guard's guard_decide, is estimated above it: each
+            # guard pass cost 0.7-1.1 s of JIT compilation and 0.15 ms of execution
+            # (bench, 4 replicas, pg_stat_statements' jit_* columns).
+            " set_config('jit', 'off', false)"
             + "".join(
                 ", set_config(%s, coalesce(%s,"
                 " (SELECT reset_val FROM pg_settings WHERE name = %s)), false)"

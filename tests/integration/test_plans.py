@@ -61,6 +61,23 @@ def test_the_scheduler_sessions_plan_prepared_statements_once(db):
     with db_module.session("executor") as conn, conn.cursor() as cursor:
         cursor.execute("SHOW plan_cache_mode")
         assert cursor.fetchone()[0] == "force_generic_plan"
+        cursor.execute("SHOW jit")
+        assert cursor.fetchone()[0] == "off"
+
+
+def test_no_statement_of_the_executor_sessions_is_jit_compiled(db):
+    """The guard's decision sorts; with the executor's enable_sort = off its estimate
+    passed jit_above_cost, and JIT compiled it at every pass (about a second each)."""
+    connection.ensure_connection()
+    setattr(connection.connection, db_module._CONFIGURED_ATTR, None)
+    with db_module.session("executor") as conn, conn.cursor() as cursor:
+        cursor.execute("SET LOCAL jit_above_cost = 0")  # any cost would be compiled
+        cursor.execute(
+            "EXPLAIN (ANALYZE, FORMAT JSON) "
+            + PARAM.sub("NULL", queries.GUARD_DECIDE.sql.replace("%(batch)s", "100"))
+        )
+        plan = cursor.fetchone()[0][0]
+        assert "JIT" not in plan, plan["JIT"]
 
 
 def claim_scan(plan: dict[str, Any]) -> dict[str, Any]:
