@@ -119,7 +119,7 @@ def enqueue(
     )
     try:
         with transaction.atomic(using=alias):
-            run.save(using=alias, force_insert=True)
+            run.save(using=alias, force_insert=True)  # its month is made if missing
             _notify(alias, str(run.pk))
     except IntegrityError:
         if idempotency_key is None:

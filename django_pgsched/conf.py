@@ -64,6 +64,10 @@ class Settings:
     RETENTION_BATCH: int = 1000
     # a run no live replica can execute for this long is stranded (engine/stranded.py)
     STRANDED_GRACE: timedelta = timedelta(minutes=10)
+    # partitions of the run history (django_pgsched.partitions): months made ahead of
+    # the current one, and whether retention keeps a detached month instead of dropping it
+    PARTITIONS_AHEAD: int = 3
+    RETENTION_KEEP_DETACHED: bool = False
 
     # backfill, overlap and start deadlines (django_pgsched.ledger)
     BACKFILL_LIMIT: int = 1000
@@ -120,6 +124,7 @@ _POSITIVE_INT_KEYS = {
     "CONCURRENCY",
     "REAPER_BATCH",
     "RETENTION_BATCH",
+    "PARTITIONS_AHEAD",
     "BACKFILL_LIMIT",
     "MAX_PAYLOAD_BYTES",
     "MAX_PAYLOAD_DEPTH",
@@ -220,6 +225,15 @@ def _check_values(s: Settings) -> None:
     if not isinstance(s.LEASE_FACTOR, (int, float)) or isinstance(s.LEASE_FACTOR, bool):
         raise ImproperlyConfigured(
             f"PGSCHED['LEASE_FACTOR']: expected a number, got {s.LEASE_FACTOR!r}"
+        )
+    if s.PARTITIONS_AHEAD > 120:
+        raise ImproperlyConfigured(
+            f"PGSCHED['PARTITIONS_AHEAD']: at most 120 months, got {s.PARTITIONS_AHEAD!r}"
+        )
+    if not isinstance(s.RETENTION_KEEP_DETACHED, bool):
+        raise ImproperlyConfigured(
+            f"PGSCHED['RETENTION_KEEP_DETACHED']: expected True or False, "
+            f"got {s.RETENTION_KEEP_DETACHED!r}"
         )
     if not isinstance(s.DEFAULT_QUEUE, str) or not s.DEFAULT_QUEUE:
         raise ImproperlyConfigured(

@@ -608,12 +608,23 @@ class JobRunQuerySet(models.QuerySet["JobRun"]):
         return self.exclude(status__in=TERMINAL_STATUSES)
 
     def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list[JobRun]:
-        """``bulk_create()``, refusing out-of-bounds values first (:mod:`.bounds`)."""
+        """``bulk_create()``, refusing out-of-bounds values first (:mod:`.bounds`), in months
+        that exist (each run's month is made if missing: django_pgsched.partitions)."""
         objs = list(objs)
         for obj in objs:
             obj.check_bounds()
-        with bounds.refused_as_validation_error():
-            return super().bulk_create(objs, *args, **kwargs)
+        times = [obj.scheduled_for for obj in objs if obj.scheduled_for is not None]
+        with transaction.atomic(using=self.db, savepoint=False):
+            if times:
+                _ensure_months(self.db, times)
+            with bounds.refused_as_validation_error():
+                return super().bulk_create(objs, *args, **kwargs)
+
+
+def _ensure_months(alias: str, times: list[datetime]) -> None:
+    """The partitions of ``times``' months, made in this transaction if missing."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT pgsched_ensure_months(%s::timestamptz[])", [sorted(set(times))])
 
 
 class JobRun(models.Model):
@@ -714,9 +725,11 @@ class JobRun(models.Model):
                 condition=models.Q(schedule__isnull=False),
                 name="pgsched_one_run_per_occurrence",
             ),
-            # a constraint rather than unique=True: no extra LIKE index on the hot table
+            # Unique within a month (a partitioned table's unique index holds its
+            # partition key); across months, the trigger pgsched_run_key_unique
+            # (migration 0014) keeps a key to one run: see docs, "Partitions".
             models.UniqueConstraint(
-                fields=("idempotency_key",), name="pgsched_run_idempotency_key"
+                fields=("idempotency_key", "scheduled_for"), name="pgsched_run_idempotency_key"
             ),
             models.CheckConstraint(
                 condition=models.Q(status__in=RunStatus.values), name="pgsched_run_status_valid"
@@ -849,6 +862,11 @@ class JobRun(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         """Save, refusing out-of-bounds values first (:mod:`.bounds`)."""
         self.check_bounds()
+        if self._state.adding and self.scheduled_for is not None:
+            # its month's partition, made in this transaction if missing (a run years
+            # ahead, a backfill long ago): see django_pgsched.partitions
+            alias = kwargs.get("using") or self._state.db or get_settings().DATABASE_ALIAS
+            _ensure_months(alias, [self.scheduled_for])
         with bounds.refused_as_validation_error(self):
             super().save(*args, **kwargs)
 
@@ -861,6 +879,15 @@ class JobRun(models.Model):
         return self.status in TERMINAL_STATUSES
 
 
+class AttemptQuerySet(models.QuerySet["Attempt"]):
+    def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list[Attempt]:
+        """``bulk_create()``; each attempt goes to its run's month (``run_scheduled_for``)."""
+        objs = list(objs)
+        for obj in objs:
+            obj.fill_run_scheduled_for()
+        return super().bulk_create(objs, *args, **kwargs)
+
+
 class Attempt(models.Model):
     """One delivery of a run: numbered 1..8, written with the run's outcome."""
 
@@ -869,6 +896,11 @@ class Attempt(models.Model):
         on_delete=models.DO_NOTHING,  # ON DELETE CASCADE in the database (migration)
         db_constraint=False,
         db_index=False,  # the unique (job_run_id, number) index serves lookups
+    )
+    run_scheduled_for = models.DateTimeField(
+        editable=False,
+        help_text="Its run's scheduled_for: the partition key, so that a month's attempts "
+        "detach with its runs.",
     )
     number = models.PositiveSmallIntegerField()
     status = models.CharField(max_length=16, choices=AttemptStatus.choices)
@@ -889,11 +921,15 @@ class Attempt(models.Model):
         help_text="The class of the exception the attempt raised (module.QualifiedName).",
     )
 
+    objects: ClassVar[AttemptQuerySet] = AttemptQuerySet.as_manager()  # type: ignore[assignment]
+
     class Meta:
         db_table = "pgsched_attempt"
         ordering = ("job_run_id", "number")
         constraints = (
-            models.UniqueConstraint(fields=("job_run", "number"), name="pgsched_attempt_once"),
+            models.UniqueConstraint(
+                fields=("job_run", "number", "run_scheduled_for"), name="pgsched_attempt_once"
+            ),
             models.CheckConstraint(
                 condition=models.Q(number__gte=1, number__lte=MAX_ATTEMPTS),
                 name="pgsched_attempt_number_range",
@@ -906,6 +942,15 @@ class Attempt(models.Model):
 
     def __str__(self) -> str:
         return f"attempt {self.number} of run {self.job_run_id}: {self.status}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.fill_run_scheduled_for()
+        super().save(*args, **kwargs)
+
+    def fill_run_scheduled_for(self) -> None:
+        """Its run's ``scheduled_for``, if unset: the month (partition) it goes to."""
+        if getattr(self, "run_scheduled_for", None) is None and self.job_run_id is not None:
+            self.run_scheduled_for = self.job_run.scheduled_for
 
 
 class Replica(models.Model):

@@ -13,6 +13,20 @@ from tests.testapp import jobs
 
 
 @pytest.fixture(autouse=True)
+def _months_of_history(django_db_setup: None, django_db_blocker: Any) -> None:
+    """Partitions for the two months before this one in the test database (it starts with
+    the current month and three ahead), before every test: tests move runs a month back
+    with plain UPDATEs and INSERTs, which do not create a missing month the way the
+    library's inserts do (``pgsched_ensure_months``), and replicas' retention may have
+    dropped them. A catalog lookup when they exist."""
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pgsched_ensure_months(array_agg(statement_timestamp()"
+            " - k * interval '1 month')) FROM generate_series(1, 2) k"
+        )
+
+
+@pytest.fixture(autouse=True)
 def _clear_calls() -> Iterator[None]:
     jobs.CALLS.clear()
     yield
@@ -74,7 +88,9 @@ def private_runs(db: None) -> None:
             " INCLUDING DEFAULTS INCLUDING IDENTITY INCLUDING CONSTRAINTS) ON COMMIT DROP"
         )
         for index in indexes:
-            own = index.replace(" ON public.pgsched_job_run ", " ON pg_temp.pgsched_job_run ")
+            # the partitioned table's indexes read "ON ONLY": the temporary table is one table
+            own = index.replace(" ON ONLY public.pgsched_job_run ", " ON public.pgsched_job_run ")
+            own = own.replace(" ON public.pgsched_job_run ", " ON pg_temp.pgsched_job_run ")
             assert own != index, index
             cursor.execute(own)
 

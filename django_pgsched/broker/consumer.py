@@ -52,7 +52,11 @@ _CURSOR = re.compile(
 # ... and its order: the named runs are read by primary key (a generic plan that kept the
 # ORDER BY read the claim index and filtered the ids: tests/integration/test_plans.py)
 _ORDER = re.compile(r"ORDER BY r\.priority \* -1, r\.fire_after, r\.id\s*(LIMIT %\(limit\)s)")
-_FROM = re.compile(r"(claimable AS MATERIALIZED \(\s*SELECT r\.id\s*)FROM pgsched_job_run r\b")
+# (its columns: the id, and the month the lease's update then reads alone)
+_FROM = re.compile(
+    r"(claimable AS MATERIALIZED \(\s*SELECT r\.id, r\.scheduled_for\b[^\n]*\s*)"
+    r"FROM pgsched_job_run r\b"
+)
 _NEXT_DUE = re.compile(r"WHERE \(SELECT count\(\*\) FROM claimable\) < %\(limit\)s")
 
 

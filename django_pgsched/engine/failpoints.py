@@ -43,6 +43,9 @@ POINTS = (
     "retention.before_delete",
     "publisher.before_publish",  # outbox rows taken (locked), nothing published (CLAIMS nats)
     "publisher.after_publish",  # the stream acknowledged them; the rows not yet deleted
+    "partitions.before_attach",  # a month's table created, not yet attached
+    "partitions.after_detach",  # a month of runs detached, its attempts not yet
+    "partitions.before_drop",  # a month of runs and attempts detached, not yet dropped
     "runner.on_stop",  # the first stop signal arrived
 )
 

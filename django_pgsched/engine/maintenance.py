@@ -3,11 +3,12 @@
 - :class:`Reaper`: ``running`` runs whose lease expired (their replica crashed,
   froze or lost the database) go back to ``retrying`` — or ``failed`` at their
   last attempt — with a ``lost`` attempt row.
-- :class:`Retention`: terminal runs (and their attempts) scheduled and
-  finished more than ``PGSCHED['RETENTION']`` ago are deleted in bounded
-  batches, oldest scheduled first (a range of ``pgsched_run_recent_idx``);
-  then, the same way, the history beside them (the schedule audit trail and
-  the ledger's ranges of occurrences that did not run).
+- :class:`Retention`: months of runs (and their attempts) that ended more
+  than ``PGSCHED['RETENTION']`` ago, all their runs terminal and finished
+  before then, are detached and dropped whole (django_pgsched.partitions.
+  retention); then the history beside them (the schedule audit trail and the
+  ledger's ranges of occurrences that did not run) is deleted in bounded
+  batches.
 
 Neither is a scheduled job of the system itself, so neither can stall behind
 the work it is meant to recover.
@@ -26,6 +27,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import events
 from ..conf import Settings, get_settings
+from ..partitions.retention import MonthRetention
 from ..statuses import RunStatus
 from . import db, failpoints, queries
 from .db import refused_for_a_row
@@ -126,9 +128,11 @@ class Reaper:
 
 @dataclass(frozen=True)
 class RetentionResult:
-    deleted: int = 0  # runs
-    batches: int = 0  # of runs
+    deleted: int = 0  # runs (in the months that went)
+    batches: int = 0  # of runs (0: runs go by whole months now)
     history: int = 0  # rows of the schedule audit trail and the ledger
+    months: int = 0  # months detached (dropped or kept)
+    blocked: int = 0  # months past the cutoff kept because a run in them is not terminal
 
 
 # The history kept beside the runs, deleted at the same age (one named statement each).
@@ -136,10 +140,10 @@ HISTORY_STATEMENTS = (queries.RETENTION_DELETE_CHANGES, queries.RETENTION_DELETE
 
 
 class Retention:
-    """Deletes old terminal runs in bounded batches. ``run_once()`` does one round.
+    """Drops old months of runs, and deletes old history in batches. ``run_once()``: one round.
 
-    A run is deleted once both its ``scheduled_for`` and its ``finished_at`` are
-    before the cutoff; batches walk runs in ``(scheduled_for, id)`` order.
+    A month goes once it ended before the cutoff and all its runs are terminal
+    and finished before it (:class:`~django_pgsched.partitions.retention.MonthRetention`).
     """
 
     def __init__(
@@ -154,30 +158,23 @@ class Retention:
         self.using = using or self.settings.DATABASE_ALIAS
         self.max_batches = max_batches
         self.time_budget = time_budget
+        self.months = MonthRetention(settings=self.settings)
 
     def run_once(self, now: datetime | None = None) -> RetentionResult:
         retention = self.settings.RETENTION
         if retention is None:
             return RetentionResult()
-        deleted = batches = 0
+        batches = 0
         started = time.monotonic()
         with db.session("maintenance", self.using) as conn:
             if now is None:
                 now = db.fetch(conn, queries.DATABASE_NOW, {})[0].now
             cutoff = now - retention
-            while batches < self.max_batches and time.monotonic() - started < self.time_budget:
-                failpoints.hit("retention.before_delete")
-                count = db.execute(
-                    conn,
-                    queries.RETENTION_DELETE,
-                    {"cutoff": cutoff, "batch": self.settings.RETENTION_BATCH},
-                )
-                batches += 1
-                deleted += count
-                if count < self.settings.RETENTION_BATCH:
-                    break
+            failpoints.hit("retention.before_delete")
+            months = self.months.run_once(conn, now)  # runs and attempts: whole months
+            deleted = months.runs
             history = 0
-            spent = batches  # the history shares the round's budget of batches
+            spent = batches  # the history's budget of batches
             for statement in HISTORY_STATEMENTS:
                 while spent < self.max_batches and time.monotonic() - started < self.time_budget:
                     count = db.execute(
@@ -194,4 +191,10 @@ class Retention:
                 "retention deleted %d run(s) scheduled and finished before %s", deleted, cutoff
             )
             events.runs_pruned.send(sender=type(self), deleted=deleted)
-        return RetentionResult(deleted=deleted, batches=batches, history=history)
+        return RetentionResult(
+            deleted=deleted,
+            batches=batches,
+            history=history,
+            months=len(months.dropped) + len(months.kept),
+            blocked=len(months.blocked),
+        )

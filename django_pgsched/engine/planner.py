@@ -44,6 +44,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from .. import events
 from ..conf import Settings, get_settings
 from ..limits import LAST_FIRE_TIME, MAX_RUNS_PER_SCHEDULE
+from ..partitions import months
 from ..registry import JobDefaults, job_defaults
 from ..statuses import STOPPED_REASONS, SkipReason
 from ..timing import jitter, timetable, zoned
@@ -193,6 +194,9 @@ class Planner:
             db_now, rows = self._claim(conn, now, pipelined)
             if not rows:
                 return PlanResult(db_now=db_now)  # leaving without a commit rolls back
+            times = _run_times(rows)
+            if months.needs_ensuring(conn.alias, times, db_now):
+                pipelined.send(queries.ENSURE_MONTHS, {"times": sorted(times)})
             apply, mark = self._send_apply(pipelined, rows)
             failpoints.hit("planner.before_commit")
             pipelined.commit()  # the apply and the commit travel together
@@ -311,6 +315,7 @@ class Planner:
         planned, broken = _split(rows)
         inserted: list[int] = []
         if planned:
+            months.ensure(conn, _run_times(planned))
             (applied,) = db.fetch(conn, queries.PLANNER_APPLY, self._apply_params(planned))
             inserted = applied.inserted
         if broken:
@@ -447,3 +452,8 @@ def _required(value: Any) -> Any:
             "interval", "missing", "interval: schedule has no anchor or interval"
         )
     return value
+
+
+def _run_times(rows: Sequence[_Row]) -> set[datetime]:
+    """The times of the runs a pass is about to insert (their months must exist)."""
+    return {t for row in rows if row.decision is not None for t in row.decision.runs}

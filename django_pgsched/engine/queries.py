@@ -70,6 +70,7 @@ class Command:
 PLANNER_CLAIM = Statement("planner_claim", rows.DueSchedule)
 PLANNER_APPLY = Statement("planner_apply", rows.Applied)
 PLANNER_MARK_BROKEN = Command("planner_mark_broken")
+ENSURE_MONTHS = Statement("ensure_months", rows.EnsuredMonths)
 EXECUTOR_PASS = Statement("executor_pass", rows.PassRow)
 EXECUTOR_DEFER = Statement("executor_defer", rows.Deferred)
 GUARD_DECIDE = Statement("guard_decide", rows.GuardDecision)
@@ -93,6 +94,7 @@ STATEMENTS: tuple[Statement[Any] | Command, ...] = (
     PLANNER_CLAIM,
     PLANNER_APPLY,
     PLANNER_MARK_BROKEN,
+    ENSURE_MONTHS,
     EXECUTOR_PASS,
     EXECUTOR_DEFER,
     GUARD_DECIDE,

@@ -209,19 +209,19 @@ finished AS (
        -- for every run claimed since vacuum last ran (all of them while a long
        -- transaction elsewhere holds vacuum back).
        AND r.claimed_by = o.token
-    RETURNING r.id, r.attempts, r.started_at, r.worker, r.status, o.result, o.error,
-              o.error_class, o.detail
+    RETURNING r.id, r.scheduled_for, r.attempts, r.started_at, r.worker, r.status, o.result,
+              o.error, o.error_class, o.detail
 ),
 recorded AS (
     INSERT INTO pgsched_attempt
-           (job_run_id, number, status, started_at, finished_at, worker, error, error_class,
-            detail)
-    SELECT f.id, f.attempts, f.result, f.started_at, clock.now, coalesce(f.worker, ''), f.error,
-           coalesce(f.error_class, ''), f.detail
+           (job_run_id, run_scheduled_for, number, status, started_at, finished_at, worker, error,
+            error_class, detail)
+    SELECT f.id, f.scheduled_for, f.attempts, f.result, f.started_at, clock.now,
+           coalesce(f.worker, ''), f.error, coalesce(f.error_class, ''), f.detail
       FROM finished f, clock
 ),
 claimable AS MATERIALIZED (
-    SELECT r.id
+    SELECT r.id, r.scheduled_for  -- with its month: the lease's update reads one partition
       FROM pgsched_job_run r
      WHERE r.status IN ('pending', 'retrying')
        AND r.fire_after <= (SELECT now FROM clock)
@@ -270,6 +270,7 @@ claimed AS (
            started_at = clock.now
       FROM claimable c, clock
      WHERE r.id = c.id
+       AND r.scheduled_for = c.scheduled_for
     -- Every claimed row can be read: the payloads as text (each is decoded on its own
     -- in Python; one that cannot be is failed, not the pass), and a time or timeout
     -- Python cannot hold is named in "defect" and replaced by one it can (the run is
@@ -493,12 +494,14 @@ deferred AS (
       FROM d, clock
      WHERE r.id = d.id
        AND r.claimed_by = d.token  -- implies 'running'; see executor_pass
-    RETURNING r.id, r.status, r.attempts, r.started_at, r.worker, d.attempted, d.reason, d.detail
+    RETURNING r.id, r.scheduled_for, r.status, r.attempts, r.started_at, r.worker, d.attempted,
+              d.reason, d.detail
 ),
 recorded AS (
     INSERT INTO pgsched_attempt
-           (job_run_id, number, status, started_at, finished_at, worker, error, detail)
-    SELECT x.id, x.attempts, 'deferred', x.started_at, clock.now, coalesce(x.worker, ''),
+           (job_run_id, run_scheduled_for, number, status, started_at, finished_at, worker, error,
+            detail)
+    SELECT x.id, x.scheduled_for, x.attempts, 'deferred', x.started_at, clock.now, coalesce(x.worker, ''),
            x.reason, x.detail
       FROM deferred x, clock
      WHERE x.attempted
@@ -606,11 +609,13 @@ reaped AS (
            claim_expires_at = NULL
       FROM expired e, clock
      WHERE r.id = e.id
-    RETURNING r.id, r.attempts, r.started_at, r.worker, r.status, r.job, r.queue, r.tenant
+    RETURNING r.id, r.scheduled_for, r.attempts, r.started_at, r.worker, r.status, r.job, r.queue,
+              r.tenant
 ),
 recorded AS (
-    INSERT INTO pgsched_attempt (job_run_id, number, status, started_at, finished_at, worker, error)
-    SELECT r.id, r.attempts, 'lost', r.started_at, greatest(e.expired_at, r.started_at),
+    INSERT INTO pgsched_attempt
+           (job_run_id, run_scheduled_for, number, status, started_at, finished_at, worker, error)
+    SELECT r.id, r.scheduled_for, r.attempts, 'lost', r.started_at, greatest(e.expired_at, r.started_at),
            coalesce(r.worker, ''),
            'lease expired: the worker stopped renewing it (crashed, frozen or cut off)'
       FROM reaped r
@@ -700,11 +705,13 @@ cancelled AS (
            note = %(note)s
       FROM target t
      WHERE r.id = t.id
-    RETURNING r.id, t.was, r.attempts, r.started_at, r.worker, r.job, r.queue, r.tenant
+    RETURNING r.id, r.scheduled_for, t.was, r.attempts, r.started_at, r.worker, r.job, r.queue,
+              r.tenant
 ),
 recorded AS (
-    INSERT INTO pgsched_attempt (job_run_id, number, status, started_at, finished_at, worker, error)
-    SELECT id, attempts, 'cancelled', started_at, clock_timestamp(), coalesce(worker, ''), %(note)s
+    INSERT INTO pgsched_attempt
+           (job_run_id, run_scheduled_for, number, status, started_at, finished_at, worker, error)
+    SELECT id, scheduled_for, attempts, 'cancelled', started_at, clock_timestamp(), coalesce(worker, ''), %(note)s
       FROM cancelled
      WHERE was = 'running' AND attempts >= 1
         ON CONFLICT DO NOTHING
@@ -741,3 +748,10 @@ SELECT pg_notify('pgsched_wait', %(payload)s) AS notified;
 
 -- name: database_now
 SELECT statement_timestamp() AS now;
+
+
+-- name: ensure_months
+-- Before inserting runs: the months of these times that have no partition get one,
+-- in this transaction (django_pgsched.partitions.months). A catalog lookup per month
+-- when they exist; sent only for months this process has not seen attached.
+SELECT pgsched_ensure_months(%(times)b::timestamptz[]) AS created;

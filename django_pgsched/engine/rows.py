@@ -211,3 +211,9 @@ class Notified(NamedTuple):
     """``wake_executors``."""
 
     notified: Any
+
+
+class EnsuredMonths(NamedTuple):
+    """``ensure_months``: how many months were created (partitions of runs and attempts)."""
+
+    created: int

@@ -26,6 +26,7 @@ from django.db import DatabaseError, connections
 
 from .. import events
 from ..conf import Settings, get_settings
+from ..partitions.upkeep import Upkeep
 from . import db, failpoints, stranded
 from .backoff import Backoff
 from .executor import Executor
@@ -96,6 +97,7 @@ class Runner:
         self.guard = Guard(settings=self.settings)
         self.stranded = Stranded(settings=self.settings)
         self.retention = Retention(settings=self.settings)
+        self.upkeep = Upkeep(settings=self.settings)
         self.listen = self.settings.LISTEN if listen is None else listen
         self._threads: list[threading.Thread] = []
         self._executor_done = threading.Event()
@@ -293,6 +295,7 @@ class Runner:
                     self.guard.run_once()
                     next_reap = now + reap_every
                 if now >= next_retention:
+                    self.upkeep.run_once()  # the months ahead, before the old ones go
                     self.retention.run_once()
                     self.stranded.run_once()
                     next_retention = now + retain_every

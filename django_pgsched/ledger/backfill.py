@@ -51,6 +51,8 @@ SELECT scheduled_for FROM pgsched_job_run
  WHERE schedule_id = %(id)s AND scheduled_for >= %(start)s AND scheduled_for < %(end)s
 """
 
+ENSURE_MONTHS_SQL = "SELECT pgsched_ensure_months(%(times)s::timestamptz[])"
+
 INSERT_SQL = """
 WITH occurrence AS (
     SELECT unnest(%(times)s::timestamptz[]) AS scheduled_for
@@ -179,6 +181,8 @@ def backfill_occurrences(
             "timeout": defaults.timeout,
             "note": note,
         }
+        # the months of a backfill may be long gone (retention) or never made
+        cursor.execute(ENSURE_MONTHS_SQL, {"times": missing})
         cursor.execute(INSERT_SQL, params)
         created = [r[0] for r in cursor.fetchall()]
         taken = _take_from_ledger(cursor, sid, lattice, created)

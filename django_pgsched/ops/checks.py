@@ -27,6 +27,8 @@ pgsched.W001   ``IDLE_IN_TRANSACTION_TIMEOUT`` is longer than the shortest
                lease, so a frozen replica could hold rows past it.
 pgsched.W002   ``RETENTION`` is shorter than a day: replans could refire deleted
                occurrences.
+pgsched.W006   No month of the run history is ready after the current one (database
+               check): the maintenance loop has not made the months ahead.
 =============  ==============================================================
 """
 
@@ -43,6 +45,7 @@ from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import connections, router
 
 from ..conf import Settings, get_settings
+from ..partitions import layout
 
 
 def _settings() -> tuple[Settings | None, list[checks.CheckMessage]]:
@@ -230,8 +233,37 @@ def check_database_version(
             )
         ]
     return (
-        _check_occurrence_index(conn) + _check_audit_trigger(conn) + _check_unregistered_jobs(conn)
+        _check_occurrence_index(conn)
+        + _check_audit_trigger(conn)
+        + _check_unregistered_jobs(conn)
+        + _check_partitions(conn)
     )
+
+
+def _check_partitions(conn: Any) -> list[checks.CheckMessage]:
+    """The months ahead: without the next month, the first runs of each month would wait for
+    the planner to make it (on demand, taking locks a maintenance loop takes in advance)."""
+    if "pgsched_job_run" not in conn.introspection.table_names():
+        return []
+    with conn.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        now = cursor.fetchone()[0]
+    state = layout.read(conn)
+    if not state.complete():
+        return []  # not partitioned yet (before migration 0019)
+    ahead = state.months_ahead(now)
+    if ahead >= 1:
+        return []
+    return [
+        checks.Warning(
+            f"The run history has {max(ahead, 0)} month(s) of partitions ready after the current "
+            f"one{'' if ahead >= 0 else ', and none for the current month'}.",
+            hint="Run the scheduler's maintenance loop (runscheduler): it makes "
+            "PGSCHED['PARTITIONS_AHEAD'] months ahead. Until then, inserts make their month "
+            "when they need it.",
+            id="pgsched.W006",
+        )
+    ]
 
 
 @checks.register(checks.Tags.database, deploy=True)

@@ -27,6 +27,7 @@ from .. import events
 from ..conf import get_settings
 from ..delivery.models import BreakerState
 from ..engine import stranded
+from ..partitions import layout
 from ..statuses import TERMINAL_STATUSES, UNFINISHED_STATUSES, RunStatus, ScheduleStatus
 from .httpd import App, ProbeServer, Response
 
@@ -275,6 +276,17 @@ class DatabaseCollector(Collector):
                 breakers = dict(cursor.fetchall())
         except DatabaseError:  # e.g. a role without access to pgsched_breaker: the rest stands
             logger.warning("metrics: the circuit breakers could not be read", exc_info=True)
+        ahead: int | None = None
+        try:
+            ahead = layout.read(connections[alias]).months_ahead(db_time)
+        except DatabaseError:
+            logger.warning("metrics: the partitions could not be read", exc_info=True)
+        if ahead is not None:
+            yield GaugeMetricFamily(
+                "pgsched_partition_months_ahead",
+                "Whole months of run partitions ready after the current one (-1: none for now).",
+                value=ahead,
+            )
         yield GaugeMetricFamily(
             "pgsched_runs_due_backlog",
             "Runs due and not yet terminal that a live replica could run (autoscale on this).",

@@ -110,6 +110,10 @@ class PgschedBackend(BaseTaskBackend):
         # Django's own cursor (client-side binding, no prepared statement): this is the
         # caller's connection, not one of the scheduler's
         with connections[alias].cursor() as cursor:
+            if run_after is not None:  # a month the maintenance loop may not have made yet
+                cursor.execute(
+                    "SELECT pgsched_ensure_months(ARRAY[%s]::timestamptz[])", [run_after]
+                )
             cursor.execute(queries.TASK_ENQUEUE.sql, params)
             names = [column.name for column in cursor.description]
             row = rows.TaskEnqueued(**dict(zip(names, cursor.fetchone(), strict=True)))

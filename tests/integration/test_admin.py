@@ -317,7 +317,9 @@ def test_each_run_filter_reads_an_index(
     for statement in (*page, *count):
         plan = explain(statement)
         assert any(name in plan for name in index.split("|")) and "Seq Scan" not in plan, plan
-        assert sorts or "Sort" not in plan, plan  # the index gives the order
+        # the index gives the page its order (the count's order, over a few small months, may
+        # come from a sort: nothing is returned in it)
+        assert sorts or statement in count or "Sort" not in plan, plan
 
 
 def fill_history(schedules: list[Schedule], runs: int) -> None:

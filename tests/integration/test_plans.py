@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 from typing import Any
 
 from django.db import connection
@@ -18,7 +19,7 @@ from django_pgsched import enqueue
 from django_pgsched.engine import db as db_module
 from django_pgsched.engine import queries
 from django_pgsched.models import JobRun
-from tests.integration.test_executor import executor_params, walk
+from tests.integration.test_executor import executor_params, now_db, walk
 
 PARAM = re.compile(r"%\((\w+)\)[sb]")
 
@@ -52,6 +53,30 @@ def generic_plan(
         finally:
             cursor.execute("DEALLOCATE pgsched_plan_test")
     return plan
+
+
+def parent_index(name: str | None) -> str | None:
+    """The index of the partitioned table that a partition's index ``name`` belongs to.
+
+    ``pgsched_job_run`` is partitioned by month: a plan reads each month's own
+    copy of an index (``pgsched_job_run_p202612_..._idx``), attached to the
+    named index of the partitioned table.
+    """
+    if name is None:
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT p.relname FROM pg_inherits i"
+            "  JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent"
+            " WHERE c.relname = %s AND c.relkind = 'i'",
+            [name],
+        )
+        row = cursor.fetchone()
+    return row[0] if row else name
+
+
+def indexes_used(plan: dict[str, Any]) -> set[str | None]:
+    return {parent_index(n.get("Index Name")) for n in walk(plan)}
 
 
 def test_the_scheduler_sessions_plan_prepared_statements_once(db):
@@ -184,7 +209,7 @@ def test_the_generic_recording_finds_runs_by_primary_key(private_runs):
         "delays": [None] * len(held),
     }
     plan = generic_plan(queries.EXECUTOR_PASS.sql, params, analyze=False)
-    used = {n.get("Index Name") for n in walk(plan)}
+    used = indexes_used(plan)
     assert "pgsched_run_running_idx" not in used, used
     assert "pgsched_job_run_pkey" in used, used
 
@@ -195,7 +220,7 @@ def test_the_generic_renewal_finds_runs_by_primary_key(db):
         queries.EXECUTOR_RENEW.sql,
         {"now": None, "ids": [run.pk], "tokens": [None], "lease_factor": 2.0},
     )
-    used = {n.get("Index Name") for n in walk(plan)}
+    used = indexes_used(plan)
     assert "pgsched_job_run_pkey" in used, used
 
 
@@ -218,3 +243,25 @@ def test_the_generic_claim_by_id_finds_runs_by_primary_key(private_runs):
     assert not used & {"pgsched_run_claimable_idx", "pgsched_run_claim_order_idx"}, used
     (lock,) = [n for n in walk(claimable) if n["Node Type"] == "LockRows"]
     assert lock["Actual Rows"] == 4, json.dumps(lock)
+
+
+def test_the_generic_claim_updates_each_claimed_run_in_its_own_month_only(db):
+    # the claim reads each run's scheduled_for with its id: the update that leases it
+    # prunes the other months at run time (one index probe per run, not one per month)
+    for _ in range(6):
+        enqueue("tests.noop")
+    enqueue("tests.noop", run_at=now_db() - timedelta(days=62))  # a month of its own, due
+    plan = generic_plan(queries.EXECUTOR_PASS.sql, executor_params(limit=10))
+    (claimed,) = [
+        n for n in walk(plan) if n["Node Type"] == "ModifyTable" and n.get("Actual Rows") == 7
+    ]
+    (append,) = [n for n in walk(claimed) if n["Node Type"] == "Append"]
+    months = len(append["Plans"]) + append.get("Subplans Removed", 0)
+    assert months >= 5, json.dumps(append)
+    probes = sum(scan["Actual Loops"] for scan in append["Plans"])
+    assert probes == 7, json.dumps(append)  # one per claimed run
+    # by (id, scheduled_for) or (scheduled_for, id): either finds the one row
+    assert {parent_index(scan.get("Index Name")) for scan in append["Plans"]} <= {
+        "pgsched_job_run_pkey",
+        "pgsched_run_recent_idx",
+    }, json.dumps(append)
