@@ -284,7 +284,9 @@ def test_migration_0016_repairs_rows_written_before_the_bounds_then_validates(db
         )
         cursor.execute(  # two unreadable occurrences of one schedule: still distinct after
             f"UPDATE pgsched_job_run SET schedule_id = %s,"
-            f" scheduled_for = '0005-01-01 BC'::timestamptz + id * interval '1 day',"
+            # id mod 300: distinct for the two runs, and still BC however far the id sequence
+            # has come (in the whole suite, id days after 0005 BC were years AD)
+            f" scheduled_for = '0005-01-01 BC'::timestamptz + (id %% 300) * interval '1 day',"
             f" fire_after = '-infinity', timeout = interval '100000000 years', kwargs = {DIGITS}",
             [s.pk],
         )
