@@ -69,9 +69,11 @@ def _ms(seconds: float) -> str:
 #: of this one) and sort them, which costs a pass every due run: 140 ms a pass
 #: with 100,000 due where the ordered scan takes 0.03 ms. Without sorts, the
 #: ordered scan is the only plan left (and ``next_due`` reads
-#: ``pgsched_run_claimable_idx`` in order up to its first row). No statement
-#: of the executor's sessions needs a sort. tests/integration/test_plans.py
-#: checks the claim's plan under these settings.
+#: ``pgsched_run_claimable_idx`` in order up to its first row). A statement
+#: that cannot do without a sort (the guard's ``guard_decide``) still sorts,
+#: but its estimate carries the disabled sort's cost, which is why the
+#: sessions run without JIT (below). tests/integration/test_plans.py checks
+#: the claim's plan under these settings.
 ROLE_PLANNER_SETTINGS: dict[str, dict[str, str]] = {"executor": {"enable_sort": "off"}}
 
 
