@@ -63,6 +63,7 @@ def add_http_runs(
 ) -> None:
     """``count`` due ``pgsched.http`` one-off runs to ``url`` (signed, a small JSON body)."""
     kwargs = json.dumps({"url": url, "body": JSON_BODY, "signing_secret": "bench"})
+    fixtures.ensure_months(conn, timedelta(hours=1), timedelta(0))
     conn.execute(
         """
         INSERT INTO pgsched_job_run

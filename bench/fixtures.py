@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -37,8 +37,24 @@ def db_now(conn: psycopg.Connection[Any]) -> datetime:
     return value
 
 
+def ensure_months(conn: psycopg.Connection[Any], back: timedelta, ahead: timedelta) -> None:
+    """The partitions of the run history's months from ``now - back`` to ``now + ahead``.
+
+    Plain INSERTs do not make a missing month (the library's inserts do:
+    ``pgsched_ensure_months``); a schema before monthly partitions has nothing to make.
+    """
+    exists = conn.execute("SELECT to_regproc('pgsched_ensure_months') IS NOT NULL").fetchone()
+    if exists and exists[0]:
+        conn.execute(
+            "SELECT pgsched_ensure_months(array(SELECT generate_series("
+            "date_trunc('month', now() - %(back)s), now() + %(ahead)s, interval '1 month')))",
+            {"back": back, "ahead": ahead},
+        )
+
+
 def add_pending_runs(conn: psycopg.Connection[Any], count: int, job: str = "tests.noop") -> None:
     """``count`` one-off runs of ``job``, all due (fire_after in the past, in id order)."""
+    ensure_months(conn, timedelta(hours=1), timedelta(0))
     conn.execute(
         """
         INSERT INTO pgsched_job_run
@@ -58,6 +74,7 @@ def add_deferred_runs(
     conn: psycopg.Connection[Any], count: int, *, priority: int, job: str = "tests.noop"
 ) -> None:
     """``count`` one-off runs of ``job`` at ``priority``, claimable but due only in a day."""
+    ensure_months(conn, timedelta(0), timedelta(days=1))
     conn.execute(
         """
         INSERT INTO pgsched_job_run
@@ -187,6 +204,7 @@ def add_history(
     Run ``offset + i`` is 6·(offset + i) seconds old (modulo a year), so a second
     call with ``offset`` continues the first.
     """
+    ensure_months(conn, timedelta(days=366), timedelta(0))
     done = 0
     while done < count:
         n = min(batch, count - done)

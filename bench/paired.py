@@ -45,7 +45,7 @@ from typing import Any
 
 import psycopg
 
-from . import machine
+from . import fixtures, machine
 from .cluster import private_cluster
 
 Conn = psycopg.Connection[Any]
@@ -225,7 +225,8 @@ def plan(conn: Conn, tree: Tree, a: argparse.Namespace) -> dict[str, Any]:
 
 
 def burst(conn: Conn, tree: Tree, a: argparse.Namespace) -> dict[str, Any]:
-    if a.stale:
+    if a.stale:  # the months those runs fall in, where the tree's schema has partitions
+        fixtures.ensure_months(conn, timedelta(seconds=a.stale + 60), timedelta(0))
         conn.execute(INSERT_HISTORY, {"n": a.stale})
         conn.execute("ANALYZE pgsched_job_run")
     procs = tree.replicas(2, 16, "planner,executor,maintenance")
