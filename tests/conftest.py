@@ -11,14 +11,28 @@ from django.db import connection
 from django_pgsched.models import Schedule
 from tests.testapp import jobs
 
+DB_FIXTURES = {
+    "db",
+    "transactional_db",
+    "django_db_reset_sequences",
+    "django_db_serialized_rollback",
+}
+
 
 @pytest.fixture(autouse=True)
-def _months_of_history(django_db_setup: None, django_db_blocker: Any) -> None:
+def _months_of_history(request: pytest.FixtureRequest, django_db_blocker: Any) -> None:
     """Partitions for the two months before this one in the test database (it starts with
-    the current month and three ahead), before every test: tests move runs a month back
-    with plain UPDATEs and INSERTs, which do not create a missing month the way the
-    library's inserts do (``pgsched_ensure_months``), and replicas' retention may have
-    dropped them. A catalog lookup when they exist."""
+    the current month and three ahead), before every test that uses it: tests move runs a
+    month back with plain UPDATEs and INSERTs, which do not create a missing month the way
+    the library's inserts do (``pgsched_ensure_months``), and replicas' retention may have
+    dropped them. A catalog lookup when they exist. (A test of the fault suite alone, which
+    has databases of its own, never sets the test database up: nothing to do then.)"""
+    uses_db = DB_FIXTURES & set(request.fixturenames) or request.node.get_closest_marker(
+        "django_db"
+    )
+    if not uses_db:
+        return
+    request.getfixturevalue("django_db_setup")
     with django_db_blocker.unblock(), connection.cursor() as cursor:
         cursor.execute(
             "SELECT pgsched_ensure_months(array_agg(statement_timestamp()"

@@ -89,15 +89,26 @@ def test_three_replicas_never_run_two_runs_of_an_exclusive_schedule_at_once(
     print(f"\naccounted: {ACCOUNTED[-1]}")
     # negative control: one run started while the previous one still ran is I13 (and the
     # backdated claim makes its worker hold one slot more: I10)
+    # the latest attempt of a skip schedule that followed another run's finished attempt
+    # is moved to 10 ms before that one finished
+    pair = scenario.sql(
+        """SELECT job_run_id, number, previous_end
+             FROM (SELECT a.job_run_id, a.number, a.started_at, r.id AS run_id,
+                          lag(a.finished_at) OVER w AS previous_end,
+                          lag(r.id) OVER w AS previous_run
+                     FROM pgsched_job_run r JOIN pgsched_attempt a ON a.job_run_id = r.id
+                    WHERE r.schedule_id = ANY(%s) AND a.finished_at IS NOT NULL
+                   WINDOW w AS (PARTITION BY r.schedule_id ORDER BY a.started_at)) p
+            WHERE previous_end IS NOT NULL AND previous_run <> run_id
+            ORDER BY started_at DESC LIMIT 1""",
+        [skip],
+    )
+    assert pair, "the skip schedules finished no two runs one after the other"
+    run_id, number, previous_end = pair[0]
     scenario.sql(
-        """UPDATE pgsched_attempt a SET started_at = p.finished_at - interval '10 ms'
-             FROM (SELECT r.id, lag(a2.finished_at) OVER (ORDER BY r.id) AS finished_at
-                     FROM pgsched_job_run r JOIN pgsched_attempt a2 ON a2.job_run_id = r.id
-                    WHERE r.schedule_id = %s AND a2.number = 1) p
-            WHERE a.job_run_id = p.id AND a.number = 1 AND p.finished_at IS NOT NULL
-              AND p.id = (SELECT max(id) FROM pgsched_job_run r2 WHERE r2.schedule_id = %s
-                             AND r2.status = 'succeeded')""",
-        [skip[1], skip[1]],
+        "UPDATE pgsched_attempt SET started_at = %s - interval '10 ms'"
+        " WHERE job_run_id = %s AND number = %s",
+        [previous_end, run_id, number],
     )
     broken = scenario.check()
     found = {v.invariant for v in broken}

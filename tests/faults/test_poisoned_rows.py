@@ -165,6 +165,10 @@ def insert(scenario: Scenario, poison: Poison, table: str) -> int:
     base = SCHEDULE_BASE if table == "pgsched_schedule" else RUN_BASE
     key = "name" if table == "pgsched_schedule" else "idempotency_key"
     values = {**base, key: f"'{poison.name}'", **poison.values}
+    if table == "pgsched_job_run":  # its month first (monthly partitions): the CHECK decides
+        scenario.sql(
+            f"SELECT pgsched_ensure_months(ARRAY[({values['scheduled_for']})::timestamptz])"
+        )
     columns = ", ".join(values)
     return int(
         scenario.one(
