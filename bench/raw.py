@@ -73,15 +73,16 @@ finished AS (
            claim_expires_at = NULL
       FROM unnest(%(ids)s::bigint[], %(tokens)s::uuid[]) AS o(id, token), clock
      WHERE r.id = o.id AND r.claimed_by = o.token AND r.status = 'running'
-    RETURNING r.id, r.attempts, r.started_at
+    RETURNING r.id, r.scheduled_for, r.attempts, r.started_at
 ),
 recorded AS (
-    INSERT INTO pgsched_attempt (job_run_id, number, status, started_at, finished_at, worker, error)
-    SELECT f.id, f.attempts, 'succeeded', f.started_at, clock.now, 'raw', ''
+    INSERT INTO pgsched_attempt
+           (job_run_id, run_scheduled_for, number, status, started_at, finished_at, worker, error)
+    SELECT f.id, f.scheduled_for, f.attempts, 'succeeded', f.started_at, clock.now, 'raw', ''
       FROM finished f, clock
 ),
 candidate AS MATERIALIZED (
-    SELECT r.id
+    SELECT r.id, r.scheduled_for  -- with its month, as the executor's claim (one partition)
       FROM pgsched_job_run r
      WHERE r.status IN ('pending', 'retrying')
        AND r.fire_after <= (SELECT now FROM clock)
@@ -95,7 +96,7 @@ UPDATE pgsched_job_run r
    SET status = 'running', attempts = r.attempts + 1, claimed_by = gen_random_uuid(),
        worker = 'raw', claim_expires_at = clock.now + r.timeout * 2, started_at = clock.now
   FROM candidate c, clock
- WHERE r.id = c.id
+ WHERE r.id = c.id AND r.scheduled_for = c.scheduled_for
 RETURNING r.id, r.claimed_by
 """
 
