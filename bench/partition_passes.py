@@ -8,10 +8,20 @@ due runs. After VACUUM ANALYZE, in alternating rounds (the machine's load
 weighs on both alike), each database times:
 
 - ``executor``: ``executor_pass`` claiming 8 runs (prepared, generic plan, as
-  the scheduler's sessions run it), rolled back so that the due runs stay;
+  the scheduler's sessions run it, reading the months from the horizon that the
+  upkeep's ``pgsched_run_horizon_advance()`` set), rolled back so that the due
+  runs stay;
+- ``executor_every_month``: the same with no horizon (every month in the
+  statement, as before migration 0020), for comparison in the same run;
 - ``planner_insert``: the planner's insert of one occurrence of 500 schedules
   (the keys it derives, the occurrence index, the triggers), rolled back. The
   rest of a planner pass reads schedules, which partitions do not touch.
+
+Each statement is prepared once and its plan kept: the transactions are begun
+and rolled back on the server connection directly, because psycopg forgets its
+prepared statements at every ``ROLLBACK`` it sends (the statement would then be
+planned again at each round, which the scheduler's committing sessions never
+do, and the planning of two years of partitions would be what is measured).
 
 The ratio is many months over one (median). Results go to
 ``bench/results/<UTC timestamp>-partition-passes.json``.
@@ -85,13 +95,18 @@ def fill(conn: psycopg.Connection[Any], months: int, rows: int) -> None:
         conn, 500, cron="* * * * *", next_fire_at=now + timedelta(days=1), prefix="passes"
     )
     fixtures.settle(conn)
+    conn.execute("SELECT pgsched_run_horizon_advance()")  # as every replica's upkeep does
 
 
 def timed(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any]) -> float:
-    with conn.transaction(force_rollback=True):
+    """One execution in a transaction rolled back (see the module's docstring)."""
+    conn.pgconn.exec_(b"BEGIN")
+    try:
         started = time.perf_counter()
         conn.execute(sql, params, prepare=True)
         return time.perf_counter() - started
+    finally:
+        conn.pgconn.exec_(b"ROLLBACK")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
 
     executor_params = {
         "now": None,
+        "live_since": None,  # each database's horizon (below)
+        "record_since": None,  # nothing to record
         **{k: [] for k in ("ids", "tokens", "results", "errors", "statuses", "delays")},
         **{k: [] for k in ("values", "error_classes", "not_befores", "details")},
         "limit": 8,
@@ -120,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         ctx = Context(cluster=cluster, profile=QUICK, logs=logs, venvs=logs)
         ctx.migrate_template()
         conns: dict[str, psycopg.Connection[Any]] = {}
+        horizons: dict[str, Any] = {}
         for name, months in (("one", 1), ("many", args.months)):
             cluster.create_database(name, template=TEMPLATE)
             conn = cluster.connect(name)
@@ -127,23 +145,43 @@ def main(argv: list[str] | None = None) -> int:
             ctx.say(f"{name}: {months} month(s) of {args.rows:,} runs")
             fill(conn, months, args.rows)
             conn.execute("SET plan_cache_mode = force_generic_plan")
+            # the executor's session settings (django_pgsched.engine.db.configure)
+            conn.execute("SET jit = off")
+            conn.execute("SET enable_sort = off")
             conn.prepare_threshold = 0
             conns[name] = conn
+            horizon = conn.execute("SELECT live_since FROM pgsched_run_horizon").fetchone()
+            horizons[name] = horizon[0]
+            ctx.say(f"{name}: the live months start at {horizons[name]}")
         executor_sql = queries.get("executor_pass")
         at = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=2)
         samples: dict[str, dict[str, list[float]]] = {
-            name: {"executor": [], "planner_insert": []} for name in conns
+            name: {"executor": [], "executor_every_month": [], "planner_insert": []}
+            for name in conns
         }
         ctx.say(f"{args.rounds} alternating rounds")
         for _ in range(args.rounds):
             for name, conn in conns.items():
-                samples[name]["executor"].append(timed(conn, executor_sql, executor_params))
+                samples[name]["executor"].append(
+                    timed(conn, executor_sql, {**executor_params, "live_since": horizons[name]})
+                )
+                # as before the horizon (0020): every month in the statement
+                samples[name]["executor_every_month"].append(
+                    timed(conn, executor_sql, executor_params)
+                )
                 samples[name]["planner_insert"].append(timed(conn, PLANNER_INSERT, {"at": at}))
         result: dict[str, Any] = {
             "rows_per_month": args.rows,
             "months": args.months,
             "rounds": args.rounds,
             "load": machine.load()[0],
+            "live_since": {name: str(value) for name, value in horizons.items()},
+            "partitions": {
+                name: conn.execute(
+                    "SELECT count(*) FROM pg_inherits WHERE inhparent = 'pgsched_job_run'::regclass"
+                ).fetchone()[0]
+                for name, conn in conns.items()
+            },
         }
         for name, kinds in samples.items():
             result[name] = {
@@ -155,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             }
         result["ratio"] = {
             kind: round(result["many"][kind]["median_ms"] / result["one"][kind]["median_ms"], 2)
-            for kind in ("executor", "planner_insert")
+            for kind in ("executor", "executor_every_month", "planner_insert")
         }
         for conn in conns.values():
             conn.close()

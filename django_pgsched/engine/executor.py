@@ -125,6 +125,9 @@ class Executor:
         self.claim_cursor = ClaimCursor(clock)
         self._next_due = NextDue(clock)
         self._claim_again = False  # a pass failed unreadable claims: claim for their slots now
+        # where the months that may hold an unfinished run start (pgsched_run_horizon), as
+        # the last pass read it; each pass reads only those months (None: every month)
+        self._live_since: datetime | None = None
         self.lease_sessions = db.SessionPool(self.using, "executor")
         self.guard = Guard(settings=self.settings, using=self.using, role="executor")
         self._guard_wanted = False
@@ -328,7 +331,7 @@ class Executor:
         elif limit:
             self.claim_cursor.move(floor, result.claimed, full=len(claims) == limit)
         unreadable = [claim for claim in claims if claim.unreadable]
-        self._claim_again = bool(unreadable)
+        self._claim_again = self._claim_again or bool(unreadable)
         if unreadable:  # each fails on its own; every other claim of the pass runs
             claims = [claim for claim in claims if not claim.unreadable]
             self._fail_unreadable(conn, now, unreadable)
@@ -376,9 +379,21 @@ class Executor:
         record: Any,
         claim: Any,
     ) -> ExecutorPassResult:
-        params = {"now": now, **record, **claim}
-        statement = EXECUTOR_PASS_BY_ID if "claim_ids" in claim else queries.EXECUTOR_PASS
-        return ExecutorPassResult.from_rows(db.fetch(conn, statement, params))
+        by_id = "claim_ids" in claim
+        # a run named by the broker is looked up in every month: a horizon that moved
+        # since the last pass never hides it
+        live_since = None if by_id else self._live_since
+        params = {"now": now, "live_since": live_since, **record, **claim}
+        statement = EXECUTOR_PASS_BY_ID if by_id else queries.EXECUTOR_PASS
+        result = ExecutorPassResult.from_rows(db.fetch(conn, statement, params))
+        self._live_since = result.live_since
+        if live_since is not None and (
+            result.live_since is None or result.live_since < live_since
+        ):
+            # an unfinished run was written into an older month since the last pass read
+            # the horizon (a backfill, a retried old run): this pass did not look there
+            self._claim_again = True
+        return result
 
     # -- the broker's claim step (PGSCHED["CLAIMS"], broker/consumer.py) -------------------
 

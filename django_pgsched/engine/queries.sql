@@ -176,6 +176,10 @@ UPDATE pgsched_schedule s
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
 ),
+-- %(live_since)s: where the months that may hold an unfinished run start (what the
+-- previous pass read from pgsched_run_horizon; NULL: every month). Every read of an
+-- unfinished run below says so, and PostgreSQL leaves the older months (finished
+-- history) out of the statement when it starts it.
 outcome AS (
     SELECT *
       FROM unnest(%(ids)b::bigint[], %(tokens)b::uuid[], %(results)b::text[], %(errors)b::text[],
@@ -202,6 +206,8 @@ finished AS (
                                ELSE r.return_value END
       FROM outcome o, clock
      WHERE r.id = o.id
+       -- the outcomes' earliest month on (NULL: none to record, no month)
+       AND r.scheduled_for >= coalesce(%(record_since)s::timestamptz, 'infinity')
        -- only while the lease is ours: a token is set exactly while the run is
        -- 'running' (CHECK pgsched_run_lease_iff_running). Not repeating "status =
        -- 'running'" keeps PostgreSQL's query planner on the primary key: with that
@@ -224,6 +230,7 @@ claimable AS MATERIALIZED (
     SELECT r.id, r.scheduled_for  -- with its month: the lease's update reads one partition
       FROM pgsched_job_run r
      WHERE r.status IN ('pending', 'retrying')
+       AND r.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity')
        AND r.fire_after <= (SELECT now FROM clock)
        AND (r.claim_expires_at IS NULL OR r.claim_expires_at < (SELECT now FROM clock))
        AND r.attempts < r.max_attempts
@@ -238,7 +245,8 @@ claimable AS MATERIALIZED (
        AND (r.overlap IS NULL
             OR (NOT EXISTS (SELECT FROM pgsched_job_run e
                              WHERE e.schedule_id = r.schedule_id AND e.overlap IS NOT NULL
-                               AND e.finished_at IS NULL AND e.id < r.id)
+                               AND e.finished_at IS NULL AND e.id < r.id
+                               AND e.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity'))
                 AND (r.overlap <> 'skip' OR r.is_backfill
                      OR NOT EXISTS (SELECT FROM pgsched_job_run e
                                      WHERE e.schedule_id = r.schedule_id
@@ -271,6 +279,7 @@ claimed AS (
       FROM claimable c, clock
      WHERE r.id = c.id
        AND r.scheduled_for = c.scheduled_for
+       AND r.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity')
     -- Every claimed row can be read: the payloads as text (each is decoded on its own
     -- in Python; one that cannot be is failed, not the pass), and a time or timeout
     -- Python cannot hold is named in "defect" and replaced by one it can (the run is
@@ -314,6 +323,7 @@ next_due AS (
     SELECT (SELECT greatest(q.fire_after, '0001-01-01 00:00:00+00'::timestamptz)
               FROM pgsched_job_run q
              WHERE q.status IN ('pending', 'retrying')
+               AND q.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity')
                AND q.attempts < q.max_attempts
                -- never claimable once past its start deadline (the guard ends it):
                -- not worth waking up for
@@ -332,7 +342,8 @@ SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue
        (SELECT array_agg(id ORDER BY id) FROM finished) AS recorded_ids,
        (SELECT array_agg(status ORDER BY id) FROM finished) AS recorded_statuses,
        (SELECT at FROM next_due) AS next_due,
-       clock.now AS db_now
+       clock.now AS db_now,
+       (SELECT live_since FROM pgsched_run_horizon) AS live_since
   FROM clock
   LEFT JOIN claimed c ON true;
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import DatabaseError, InterfaceError, OperationalError, transaction
@@ -59,6 +59,7 @@ def _backoff(outcome: Outcome, settings: Settings) -> float:
 def record_params(outcomes: Sequence[Outcome], settings: Settings) -> dict[str, Any]:
     """The recording's parameters of ``executor_pass``."""
     return {
+        "record_since": record_since(outcomes),
         "ids": [o.claim.run_id for o in outcomes],
         "tokens": [o.claim.token for o in outcomes],
         "results": [o.status for o in outcomes],
@@ -74,7 +75,24 @@ def record_params(outcomes: Sequence[Outcome], settings: Settings) -> dict[str, 
     }
 
 
+def record_since(outcomes: Sequence[Outcome]) -> datetime | None:
+    """The earliest month the recording reads: the outcomes' earliest ``scheduled_for``.
+
+    PostgreSQL leaves the months before it out of the recording's update when it
+    starts the statement (None: nothing to record, no month). Every month when a
+    claim's time could not be read (its ``scheduled_for`` was replaced).
+    """
+    if not outcomes:
+        return None
+    if any(o.claim.unreadable for o in outcomes):
+        return EVERY_MONTH
+    return min(o.claim.scheduled_for for o in outcomes)
+
+
+EVERY_MONTH = datetime(1, 1, 1, tzinfo=UTC)  # before any run (their CHECKs: no BC year)
+
 NOTHING_TO_RECORD: Mapping[str, Any] = {
+    "record_since": None,
     "ids": [],
     "tokens": [],
     "results": [],
@@ -117,6 +135,7 @@ def record_defers(
 
 
 NOTHING_TO_CLAIM: Mapping[str, Any] = {
+    "live_since": None,  # every month (a run being recorded may be in any)
     "limit": 0,
     "jobs": [],
     "queues": None,

@@ -86,6 +86,7 @@ class PassRow(NamedTuple):
     recorded_statuses: list[str] | None
     next_due: datetime | None
     db_now: datetime
+    live_since: datetime | None  # pgsched_run_horizon: where the live months start
 
 
 @dataclass(frozen=True)
@@ -96,13 +97,14 @@ class ExecutorPassResult:
     claimed: list[PassRow]  # the runs claimed
     next_due: datetime | None  # when the next claimable run falls due (slots left idle)
     db_now: datetime
+    live_since: datetime | None = None  # where the months that may hold unfinished runs start
 
     @classmethod
     def from_rows(cls, rows: Sequence[PassRow]) -> ExecutorPassResult:
         first = rows[0]  # there is always one: the pass's own row
         recorded = dict(zip(first.recorded_ids or (), first.recorded_statuses or (), strict=True))
         claimed = [row for row in rows if row.id is not None]
-        return cls(recorded, claimed, first.next_due, first.db_now)
+        return cls(recorded, claimed, first.next_due, first.db_now, first.live_since)
 
 
 class TaskEnqueued(NamedTuple):

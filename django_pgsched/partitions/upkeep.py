@@ -50,6 +50,9 @@ class UpkeepResult:
     repaired: int = 0  # months whose detach was finished
     busy: int = 0  # steps left to another replica, or to the next pass (a lock was taken)
     ahead: int = 0  # whole months ready after the current one
+    # where the months that may hold an unfinished run start (pgsched_run_horizon), as
+    # this pass left it; None when another session held it (the next pass moves it)
+    live_since: datetime | None = None
 
 
 class Upkeep:
@@ -85,11 +88,24 @@ class Upkeep:
                     layout.unlock(conn, month)
             state = layout.read(conn)
             known.add(conn.alias, (m for m in state.complete() if m >= current))
-            result = UpkeepResult(created, repaired, busy, state.months_ahead(now))
+            live_since = advance_horizon(conn)
+            result = UpkeepResult(created, repaired, busy, state.months_ahead(now), live_since)
         if created:
             logger.info("partitions: %d table(s) of months ahead made", created)
         self.last = result
         return result
+
+
+def advance_horizon(conn: BaseDatabaseWrapper) -> datetime | None:
+    """Move ``pgsched_run_horizon`` to the oldest month holding an unfinished run.
+
+    Never later than the previous month's start; None (left as it is) when another
+    session holds its row. The executor's passes read only the months from there on.
+    """
+    with layout.step(conn, ATTACH_LOCK_TIMEOUT) as cursor:
+        cursor.execute("SELECT pgsched_run_horizon_advance()")
+        live_since: datetime | None = cursor.fetchone()[0]
+        return live_since
 
 
 def make_month(conn: BaseDatabaseWrapper, table: str, month: datetime) -> bool | None:

@@ -476,6 +476,8 @@ def test_executor_claim_uses_the_claim_order_index_and_stops_at_the_limit(db, pl
 def executor_params(limit: int) -> dict:
     return {
         "now": None,
+        "live_since": None,
+        "record_since": None,
         "ids": [],
         "tokens": [],
         "results": [],
@@ -642,6 +644,7 @@ def test_recording_outcomes_finds_runs_by_primary_key_not_the_running_index(priv
         held = cursor.fetchall()
         params = {
             **executor_params(limit=0),
+            "record_since": recording.EVERY_MONTH,
             "ids": [row[0] for row in held],
             "tokens": [row[1] for row in held],
             "results": ["succeeded"] * len(held),

@@ -221,6 +221,7 @@ def test_backfilled_runs_of_a_skip_schedule_wait_their_turn(make_schedule):
 def _claim_sql(conn: psycopg.Connection[Any], now: datetime, worker: str) -> list[Any]:
     params = {
         "now": now,
+        "live_since": None,
         **recording.NOTHING_TO_RECORD,
         **claim_params(
             limit=4,
