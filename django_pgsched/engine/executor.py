@@ -387,9 +387,7 @@ class Executor:
         statement = EXECUTOR_PASS_BY_ID if by_id else queries.EXECUTOR_PASS
         result = ExecutorPassResult.from_rows(db.fetch(conn, statement, params))
         self._live_since = result.live_since
-        if live_since is not None and (
-            result.live_since is None or result.live_since < live_since
-        ):
+        if live_since is not None and (result.live_since is None or result.live_since < live_since):
             # an unfinished run was written into an older month since the last pass read
             # the horizon (a backfill, a retried old run): this pass did not look there
             self._claim_again = True
