@@ -10,6 +10,11 @@ Two measurements per cell, each on a fresh, settled table:
   in the producer (latency p50, p99).
 * **drain** (execute only): N tasks are enqueued first, then the workers start;
   N over the time from the first finish... to the last.
+* **producer only**: the enqueue step of the drain measure, with no worker
+  running: N ``task.enqueue()`` calls from T threads, their rate, latency and
+  the producer's CPU per call. The pipeline cannot go faster than its producer:
+  our producer-only rate over the peer's pipeline rate is the ceiling of the
+  pipeline ratio on this machine (``ratios[... ceiling]``).
 
 Like concurrency: ``runscheduler --loops executor --concurrency C`` (one
 process, C slots) against C ``db_worker`` processes (django-tasks-db runs one
@@ -160,7 +165,7 @@ def pipeline(ctx: Context, cell: Cell) -> dict[str, Any]:
 def drain(ctx: Context, cell: Cell) -> dict[str, Any]:
     p = ctx.profile
     _reset(ctx, cell)
-    _produce(ctx, cell, p.tasks_count, p.tasks_producer_threads)
+    produced = _produce(ctx, cell, p.tasks_count, p.tasks_producer_threads)  # no worker yet
     workers = _workers(ctx, cell)
     try:
         _wait_done(ctx, cell, p.tasks_count, workers)
@@ -168,7 +173,12 @@ def drain(ctx: Context, cell: Cell) -> dict[str, Any]:
         for proc in workers:
             proc.stop()
     count, _, seconds = _span(ctx, cell)
-    return {"rate": count / seconds if seconds else None, "completed": count, "seconds": seconds}
+    return {
+        "rate": count / seconds if seconds else None,
+        "completed": count,
+        "seconds": seconds,
+        "produce": produced,  # the producer-only measure
+    }
 
 
 CLAIM_COST_CONCURRENCY = 8
@@ -224,6 +234,14 @@ def run(ctx: Context, only: Callable[[str], bool] = lambda key: True) -> dict[st
                         f", enqueue p50 {result['enqueue_ms']['p50']:.2f} ms"
                         f" p99 {result['enqueue_ms']['p99']:.2f} ms"
                     )
+                else:
+                    made = result["produce"]
+                    extra = (
+                        f"; producer only {made['rate']:.0f}/s, p50"
+                        f" {made['latencies_ms']['p50']:.2f} ms p99"
+                        f" {made['latencies_ms']['p99']:.2f} ms,"
+                        f" CPU {made['cpu_ms']:.3f} ms per enqueue"
+                    )
                 ctx.say(f"tasks rep {rep + 1}: {cell.label}: {kind} {result['rate']:.0f}/s{extra}")
     claims: dict[str, list[dict[str, Any]]] = {"plain": [], "deferred": []}
     if only("claim"):
@@ -257,6 +275,13 @@ def run(ctx: Context, only: Callable[[str], bool] = lambda key: True) -> dict[st
             "worker_cpu_per_task_ms": summary([r["worker_cpu_per_task_ms"] for r in pipe])[
                 "median"
             ],
+            "producer_only": {
+                "threads": ctx.profile.tasks_producer_threads,
+                **summary([r["produce"]["rate"] for r in dr]),
+                "p50_ms": summary([r["produce"]["latencies_ms"]["p50"] for r in dr])["median"],
+                "p99_ms": summary([r["produce"]["latencies_ms"]["p99"] for r in dr])["median"],
+                "cpu_ms": summary([r["produce"]["cpu_ms"] for r in dr])["median"],
+            },
             "reps": {"pipeline": pipe, "drain": dr},
         }
     for c in ctx.profile.tasks_concurrency:
@@ -275,6 +300,24 @@ def run(ctx: Context, only: Callable[[str], bool] = lambda key: True) -> dict[st
                 "to": b,
                 **ratios(
                     [r["rate"] for r in reps[a]["drain"]], [r["rate"] for r in reps[b]["drain"]]
+                ),
+            }
+            out["ratios"][f"{a}/{b} producer only"] = {
+                "of": a,
+                "to": b,
+                **ratios(
+                    [r["produce"]["rate"] for r in reps[a]["drain"]],
+                    [r["produce"]["rate"] for r in reps[b]["drain"]],
+                ),
+            }
+            # the most the pipeline ratio can be while our producer bounds our pipeline
+            out["ratios"][f"{a}/{b} ceiling"] = {
+                "of": a,
+                "to": b,
+                "what": "our producer-only rate over the peer's pipeline rate",
+                **ratios(
+                    [r["produce"]["rate"] for r in reps[a]["drain"]],
+                    [r["rate"] for r in reps[b]["pipeline"]],
                 ),
             }
     return out

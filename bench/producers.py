@@ -4,7 +4,8 @@
 (``bench.settings``, ``PgschedBackend``); the django-tasks-db peer has the same
 loop (``bench.peers.dtdb_peer produce``), in its own venv. Each thread has its
 own connection, in autocommit, as a web worker would: one ``enqueue()`` is one
-transaction. Writes ``{"count", "seconds", "latencies_ms": {...}}`` to OUT.
+transaction. Writes ``{"count", "seconds", "rate", "latencies_ms": {...}, "cpu_ms"}``
+to OUT (``cpu_ms``: the process's CPU time per ``enqueue()``).
 """
 
 from __future__ import annotations
@@ -39,16 +40,18 @@ def produce(enqueue: Callable[[int], Any], count: int, threads: int) -> dict[str
     for worker in workers:
         worker.start()
     start.wait()
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     for worker in workers:
         worker.join()
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     every = sorted(v for lat in latencies for v in lat)
     return {
         "count": len(every),
         "seconds": seconds,
         "rate": len(every) / seconds if seconds else None,
         "latencies_ms": latency_summary(every),
+        # the producer process's CPU (every thread, the driver included) per enqueue()
+        "cpu_ms": cpu / len(every) * 1000 if every else None,
     }
 
 

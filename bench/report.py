@@ -278,6 +278,7 @@ def _tasks_extra(bench: dict[str, Any]) -> list[str]:
             f"| {_n(cell['enqueue_p50_ms'], 2)} ms | {_n(cell['enqueue_p99_ms'], 2)} ms "
             f"| {_n(cell['worker_cpu_per_task_ms'], 2)} ms |"
         )
+    lines += _tasks_producer(bench)
     cost = bench.get("claim_cost")
     if cost:
         lines += [
@@ -289,6 +290,33 @@ def _tasks_extra(bench: dict[str, Any]) -> list[str]:
             f"({cost['ratio']['median']:.2f}× of it).",
         ]
     return [*lines, ""]
+
+
+def _tasks_producer(bench: dict[str, Any]) -> list[str]:
+    """The producer alone (no worker running), and the pipeline ratio's ceiling it sets."""
+    made = [c for c in bench.get("cells", {}).values() if "producer_only" in c]
+    if not made:
+        return []
+    threads = made[0]["producer_only"]["threads"]
+    lines = [
+        "",
+        f"Producer only (`task.enqueue()` from {threads} threads, no worker running):",
+        "",
+        "| cell | enqueue rate | p50 | p99 | producer CPU/enqueue |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for cell in made:
+        p = cell["producer_only"]
+        lines.append(
+            f"| {cell['label']} | {_n(p['median'])}/s | {_n(p['p50_ms'], 2)} ms "
+            f"| {_n(p['p99_ms'], 2)} ms | {_n(p['cpu_ms'], 3)} ms |"
+        )
+    lines.append("")
+    for key, ratio in bench.get("ratios", {}).items():
+        if key.endswith((" producer only", " ceiling")):
+            what = f" ({ratio['what']})" if "what" in ratio else ""
+            lines.append(f"- {key}: {_n(ratio['median'], 2)}×{what}")
+    return lines
 
 
 def table(results: Results) -> str:
