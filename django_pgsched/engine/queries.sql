@@ -732,7 +732,9 @@ SELECT id, was, job, queue, attempts, tenant FROM cancelled ORDER BY id;
 
 -- name: task_enqueue
 -- django.tasks' enqueue (django_pgsched.tasks.PgschedBackend): one run, in the caller's
--- transaction, and a wake-up for the executors (delivered when that transaction commits).
+-- transaction. No NOTIFY here: a transaction that notifies holds PostgreSQL's notify lock
+-- through its commit's WAL flush, so concurrent enqueues would commit one at a time; the
+-- backend sends wake_executors after the commit instead (django_pgsched.tasks.wakeup).
 -- The call carries the enqueue time, so a claim knows it without reading the run again.
 WITH clock AS (
     SELECT statement_timestamp() AS now
@@ -750,7 +752,7 @@ inserted AS (
       FROM clock
     RETURNING id, created_at
 )
-SELECT id, created_at, pg_notify('pgsched_wait', id::text) AS notified FROM inserted;
+SELECT id, created_at FROM inserted;
 
 
 -- name: wake_executors

@@ -112,7 +112,6 @@ class TaskEnqueued(NamedTuple):
 
     id: int
     created_at: datetime
-    notified: Any
 
 
 class Checked(NamedTuple):

@@ -1,9 +1,10 @@
 """``PgschedBackend``: django.tasks' backend whose tasks run as the scheduler's runs.
 
 ``TASKS = {"default": {"BACKEND": "django_pgsched.tasks.PgschedBackend"}}``.
-``enqueue()`` writes one run (``pgsched_job_run``) in one statement; the
-executors of ``manage.py runscheduler`` claim it under a lease, run it, retry
-it, and record its attempts; ``get_result()`` reads it back as a ``TaskResult``.
+``enqueue()`` writes one run (``pgsched_job_run``) in one statement and wakes
+the executors once it is committed (:mod:`.wakeup`); the executors of
+``manage.py runscheduler`` claim it under a lease, run it, retry it, and record
+its attempts; ``get_result()`` reads it back as a ``TaskResult``.
 
 The feature flags:
 
@@ -32,7 +33,7 @@ from ..bounds import time_error
 from ..conf import get_settings
 from ..engine import queries, rows
 from ..registry import validate_job_name, validate_queue
-from . import discovery, results
+from . import discovery, results, wakeup
 from .arguments import clean_call
 from .compat import (
     BaseTaskBackend,
@@ -135,7 +136,9 @@ class PgschedBackend(BaseTaskBackend):
         def enqueued() -> None:
             task_enqueued.send(sender=type(self), task_result=result)
 
-        # the signal says the run exists: sent once it is committed (at once in autocommit)
+        # the executors' wake-up and the signal say the run exists: both once it is
+        # committed (at once in autocommit)
+        wakeup.after_commit(alias, row.id)
         transaction.on_commit(enqueued, using=alias, robust=True)
         return result
 
