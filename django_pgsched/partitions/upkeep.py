@@ -16,6 +16,11 @@ whoever holds it: nobody waits, nothing errors):
    replica that cannot get them by then tries again at its next pass, so no
    planner queues behind it for longer.
 
+Each pass also moves the horizon of the live months (``pgsched_run_horizon``,
+:func:`advance_horizon`): where the months that may hold an unfinished run
+start, which the executor's passes read from (docs/explanation/partitions.md,
+"Where the claim looks").
+
 A replica killed between the steps leaves a standalone, empty table: the next
 pass (of any replica) drops it and makes it anew, with the current columns,
 then attaches it. Months left "detach pending" by a killed retention are
