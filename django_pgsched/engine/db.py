@@ -23,12 +23,53 @@ from typing import Any, TypeVar
 import psycopg
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.backends.postgresql.base import ServerBindingCursor
+from django.db.backends.postgresql.base import ServerBindingCursor as DjangoServerBindingCursor
+from psycopg._queries import PostgresQuery
 
 from ..conf import Settings, get_settings
 from . import queries
 
 logger = logging.getLogger(__name__)
+
+# What psycopg's conversion of a query's text yields (query, formats, order, parts), when
+# its query objects hold these (every psycopg 3 so far); else each text is parsed each time.
+_CONVERTED_ATTRS = ("query", "_want_formats", "_order", "_parts")
+_CACHEABLE = set(_CONVERTED_ATTRS) <= set(getattr(PostgresQuery, "__slots__", ()))
+_converted: dict[str, tuple[Any, ...]] = {}
+_MAX_CONVERTED = 256  # the named statements are a few dozen texts
+
+
+class _NamedStatementQuery(PostgresQuery):
+    """psycopg's conversion of a query, with the text of each named statement parsed once.
+
+    psycopg parses a query's text for its placeholders at every execution when
+    the text is longer than 4 KiB (it caches only shorter ones), and
+    ``executor_pass`` is longer: parsing it was a tenth of the executor's CPU
+    per pass. The named statements are a fixed set of texts, so their parsed
+    form is kept here, as psycopg keeps a short query's; the parameters are
+    still dumped at every execution.
+    """
+
+    def convert(self, query: Any, vars: Any) -> None:
+        if not _CACHEABLE or vars is None or not isinstance(query, str):
+            super().convert(query, vars)
+            return
+        done = _converted.get(query)
+        if done is None:
+            super().convert(query, vars)
+            if len(_converted) < _MAX_CONVERTED:
+                _converted[query] = tuple(getattr(self, name) for name in _CONVERTED_ATTRS)
+            return
+        for name, value in zip(_CONVERTED_ATTRS, done, strict=True):
+            setattr(self, name, value)
+        self.dump(vars)
+
+
+class ServerBindingCursor(DjangoServerBindingCursor):
+    """Django's server-binding cursor; the text of each named statement is parsed once."""
+
+    _query_cls = _NamedStatementQuery
+
 
 R = TypeVar("R")
 

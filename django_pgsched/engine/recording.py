@@ -65,13 +65,13 @@ def record_params(outcomes: Sequence[Outcome], settings: Settings) -> dict[str, 
         "results": [o.status for o in outcomes],
         "errors": [o.error for o in outcomes],
         "statuses": [o.run_status for o in outcomes],
-        "delays": [delay(o, settings) for o in outcomes],
-        "values": [o.value for o in outcomes],
+        "delays": _or_null([delay(o, settings) for o in outcomes]),
+        "values": _or_null([o.value for o in outcomes]),
         "error_classes": [o.error_class for o in outcomes],
-        "not_befores": [
-            o.not_before if isinstance(o.not_before, datetime) else None for o in outcomes
-        ],
-        "details": [Jsonb(o.detail) if o.detail else None for o in outcomes],
+        "not_befores": _or_null(
+            [o.not_before if isinstance(o.not_before, datetime) else None for o in outcomes]
+        ),
+        "details": _or_null([Jsonb(o.detail) if o.detail else None for o in outcomes]),
     }
 
 
@@ -90,6 +90,17 @@ def record_since(outcomes: Sequence[Outcome]) -> datetime | None:
 
 
 EVERY_MONTH = datetime(1, 1, 1, tzinfo=UTC)  # before any run (their CHECKs: no BC year)
+
+
+def _or_null(values: list[Any]) -> list[Any] | None:
+    """``values``, or NULL when each is NULL: one array less to send, the same rows.
+
+    ``unnest`` of several arrays pads the shorter ones with NULLs, and reads a
+    NULL array as an empty one (a pass of successes sends no delays, values,
+    times or details).
+    """
+    return values if any(value is not None for value in values) else None
+
 
 NOTHING_TO_RECORD: Mapping[str, Any] = {
     "record_since": None,
