@@ -211,7 +211,9 @@ class Slots:
                 self.drop_settled()
             else:  # interrupted at shutdown (its outcome is already queued): the slot frees
                 self.claims.pop(claim.token, None)
-            self._returned.notify_all()
+            if not any(c.state.job_pending for c in self.claims.values()):
+                # the last job a gathering pass waits for (one wake-up, not one per job)
+                self._returned.notify_all()
         if (
             was not in (ClaimState.RUNNING, ClaimState.OVERDUE)
             and invoked.status == AttemptStatus.SUCCEEDED

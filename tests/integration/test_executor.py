@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -207,6 +209,39 @@ def test_jobs_ending_together_are_recorded_by_one_statement(db, monkeypatch):
     quick.refresh_from_db()
     slow.refresh_from_db()
     assert quick.status == slow.status == "succeeded"
+
+
+class CountingCondition(threading.Condition):
+    """A condition that counts its notify_all() calls (each wakes the gathering pass)."""
+
+    def __init__(self, lock: Any) -> None:
+        super().__init__(lock)
+        self.notified = 0
+
+    def notify_all(self) -> None:
+        self.notified += 1
+        super().notify_all()
+
+
+def test_the_gathering_pass_is_woken_once_by_the_last_job_it_waits_for(db, monkeypatch):
+    monkeypatch.setattr(executor_module, "GATHER_WINDOW", 5.0)  # the test's margin, not 2 ms
+    runs = [
+        enqueue("tests.sleep", kwargs={"seconds": seconds_, "witness": False})
+        for seconds_ in (0, 0.1, 0.3)
+    ]
+    executor = Executor(concurrency=3)
+    returned = CountingCondition(executor.slots.lock)
+    executor.slots._returned = returned
+    executor.start_threads()
+    assert executor.run_once().claimed == 3
+    deadline = time.monotonic() + 10
+    while executor.slots.outcomes.empty() and time.monotonic() < deadline:
+        time.sleep(0.005)  # the quick job has returned; the others are still sleeping
+    assert executor.run_once().completed == 3
+    assert returned.notified == 1  # not one wake-up per job: the last one's
+    for run in runs:
+        run.refresh_from_db()
+        assert run.status == "succeeded"
 
 
 def test_lost_lease_cancels_the_job_and_discards_its_result(db):
