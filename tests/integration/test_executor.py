@@ -19,6 +19,7 @@ from django_pgsched.engine import queries, recording
 from django_pgsched.engine.claims import ClaimState
 from django_pgsched.engine.executor import Executor, Outcome
 from django_pgsched.engine.maintenance import Reaper, Retention
+from django_pgsched.engine.rows import DatabaseNow
 from django_pgsched.models import Attempt, JobRun
 from tests.conftest import seconds
 from tests.testapp import jobs
@@ -242,6 +243,23 @@ def test_the_gathering_pass_is_woken_once_by_the_last_job_it_waits_for(db, monke
     for run in runs:
         run.refresh_from_db()
         assert run.status == "succeeded"
+
+
+def test_the_named_statements_of_a_connection_reuse_their_cursors(db):
+    """db.fetch() keeps a psycopg cursor per connection and record; rows are each their own."""
+    (first,) = db_module.fetch(connection, queries.DATABASE_NOW, {})
+    raw = connection.connection
+    cursor = raw._pgsched_cursors[DatabaseNow]
+    run = enqueue("tests.noop")
+    params = {"ids": [run.id], "tokens": [uuid.uuid4()]}
+    assert db_module.fetch(connection, queries.EXECUTOR_RELEASE, params) == []
+    (second,) = db_module.fetch(connection, queries.DATABASE_NOW, {})
+    assert type(first) is type(second) is DatabaseNow and second.now >= first.now
+    assert raw._pgsched_cursors[DatabaseNow] is cursor
+    cursor.close()  # a closed one is replaced
+    db_module.fetch(connection, queries.DATABASE_NOW, {})
+    assert raw._pgsched_cursors[DatabaseNow] is not cursor
+    assert not raw._pgsched_cursors[DatabaseNow].closed
 
 
 def test_lost_lease_cancels_the_job_and_discards_its_result(db):
