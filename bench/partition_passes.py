@@ -116,12 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=200)
     args = parser.parse_args(argv)
     logs = Path(tempfile.mkdtemp(prefix="pgsched-passes-"))
-    from django_pgsched.engine import queries
+    from django_pgsched.engine import queries, recording
 
     executor_params = {
         "now": None,
         "live_since": None,  # each database's horizon (below)
-        "record_since": None,  # nothing to record
+        "record_since": recording.NO_MONTH,  # nothing to record
         **{k: [] for k in ("ids", "tokens", "results", "errors", "statuses", "delays")},
         **{k: [] for k in ("values", "error_classes", "not_befores", "details")},
         "limit": 8,

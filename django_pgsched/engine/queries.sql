@@ -206,8 +206,8 @@ finished AS (
                                ELSE r.return_value END
       FROM outcome o, clock
      WHERE r.id = o.id
-       -- the outcomes' earliest month on (NULL: none to record, no month)
-       AND r.scheduled_for >= coalesce(%(record_since)s::timestamptz, 'infinity')
+       -- from the outcomes' earliest month on (NULL: every month)
+       AND r.scheduled_for >= coalesce(%(record_since)s::timestamptz, '-infinity')
        -- only while the lease is ours: a token is set exactly while the run is
        -- 'running' (CHECK pgsched_run_lease_iff_running). Not repeating "status =
        -- 'running'" keeps PostgreSQL's query planner on the primary key: with that

@@ -79,17 +79,18 @@ def record_since(outcomes: Sequence[Outcome]) -> datetime | None:
     """The earliest month the recording reads: the outcomes' earliest ``scheduled_for``.
 
     PostgreSQL leaves the months before it out of the recording's update when it
-    starts the statement (None: nothing to record, no month). Every month when a
-    claim's time could not be read (its ``scheduled_for`` was replaced).
+    starts the statement. :data:`NO_MONTH` when there is nothing to record; None
+    (every month) when a claim's time could not be read (its ``scheduled_for`` was
+    replaced: the row's own may be any value, a year BC included).
     """
     if not outcomes:
-        return None
+        return NO_MONTH
     if any(o.claim.unreadable for o in outcomes):
-        return EVERY_MONTH
+        return None
     return min(o.claim.scheduled_for for o in outcomes)
 
 
-EVERY_MONTH = datetime(1, 1, 1, tzinfo=UTC)  # before any run (their CHECKs: no BC year)
+NO_MONTH = datetime.max.replace(tzinfo=UTC)  # after every month: nothing to record
 
 
 def _or_null(values: list[Any]) -> list[Any] | None:
@@ -103,7 +104,7 @@ def _or_null(values: list[Any]) -> list[Any] | None:
 
 
 NOTHING_TO_RECORD: Mapping[str, Any] = {
-    "record_since": None,
+    "record_since": NO_MONTH,
     "ids": [],
     "tokens": [],
     "results": [],

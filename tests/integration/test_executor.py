@@ -530,7 +530,7 @@ def executor_params(limit: int) -> dict:
     return {
         "now": None,
         "live_since": None,
-        "record_since": None,
+        "record_since": recording.NO_MONTH,  # nothing to record
         "ids": [],
         "tokens": [],
         "results": [],
@@ -697,7 +697,7 @@ def test_recording_outcomes_finds_runs_by_primary_key_not_the_running_index(priv
         held = cursor.fetchall()
         params = {
             **executor_params(limit=0),
-            "record_since": recording.EVERY_MONTH,
+            "record_since": None,  # every month
             "ids": [row[0] for row in held],
             "tokens": [row[1] for row in held],
             "results": ["succeeded"] * len(held),
