@@ -343,7 +343,7 @@ SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue
        (SELECT array_agg(status ORDER BY id) FROM finished) AS recorded_statuses,
        (SELECT at FROM next_due) AS next_due,
        clock.now AS db_now,
-       (SELECT live_since FROM pgsched_run_horizon) AS live_since
+       pgsched_run_horizon_since() AS live_since
   FROM clock
   LEFT JOIN claimed c ON true;
 

@@ -50,7 +50,9 @@ def test_an_operator_creates_pauses_resumes_and_runs_a_schedule(
 
     expect.set_options(timeout=20_000)  # a shared, busy machine: patience, not timing
     page = browser_page
-    replica = replicas("replica-1", "--concurrency", "2")
+    # a year's retention: the showcase's history goes ten weeks back, and the replica's
+    # retention (30 days by default) would detach those months while they are seeded
+    replica = replicas("replica-1", "--concurrency", "2", overrides={"RETENTION": 365 * 86400})
     replica.wait_for_log("running loops", timeout=120)
     message = refused(NEVER)
     off_thread(seed_showcase)  # other schedules with a history, for the screenshots

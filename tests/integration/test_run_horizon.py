@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from django.db import connection
+from django.db import ProgrammingError, connection
 
 from django_pgsched import enqueue
 from django_pgsched.engine import queries
@@ -200,3 +200,53 @@ def test_the_pass_leaves_the_months_before_the_horizon_out_when_it_starts(db):
     assert partition_name("pgsched_job_run", month_start(now)) in {
         node.get("Relation Name") for node in walk(plan)
     }
+
+
+def test_a_run_scheduled_bc_makes_every_month_live_and_the_passes_go_on(db):
+    # Written past its CHECKs (the poisoned-rows scenario): the horizon goes to NULL
+    # (every month), never to an instant Python cannot read, and the run is failed
+    from tests.integration.test_poisoned_rows import drop_bounds
+
+    executor = Executor(inline=True, clock=FakeClock(), worker_id="horizon")
+    assert advance() == previous_month()
+    assert executor.run_once().claimed == 0  # reads the horizon: the previous month
+    poison = enqueue("tests.noop")
+    drop_bounds()
+    bc = "'0001-06-01 00:00:00+00 BC'"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT pgsched_ensure_months(ARRAY[{bc}]::timestamptz[])")
+        cursor.execute(
+            f"UPDATE pgsched_job_run SET scheduled_for = {bc} WHERE id = %s", [poison.pk]
+        )
+        cursor.execute("SELECT live_since IS NULL FROM pgsched_run_horizon")
+        assert cursor.fetchone()[0]  # lowered by the trigger: every month
+        cursor.execute("UPDATE pgsched_run_horizon SET live_since = %s", [previous_month()])
+    # the advance finds the month by its partition's bound (its name is June of year 1 AD)
+    assert advance() is None and horizon() is None
+    executor.run_once()  # saw the horizon go down: looks again at once
+    executor.run_once()
+    assert JobRun.objects.filter(pk=poison.pk).values_list("status", flat=True)[0] == "failed"
+
+
+def test_a_role_granted_only_the_documented_tables_moves_and_reads_the_horizon(db):
+    # docs/how-to/database.md, "A role without superuser": no grant on the horizon's table
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE ROLE pgsched_horizon_app NOLOGIN NOSUPERUSER")
+        cursor.execute(
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON pgsched_schedule, pgsched_job_run,"
+            " pgsched_attempt, pgsched_skipped_range, pgsched_schedule_change, pgsched_breaker"
+            " TO pgsched_horizon_app"
+        )
+        cursor.execute(
+            "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO pgsched_horizon_app"
+        )
+        at = (now_db() - timedelta(days=100)).replace(microsecond=0)
+        cursor.execute("SELECT pgsched_ensure_months(ARRAY[%s::timestamptz])", [at])
+        cursor.execute("SET LOCAL ROLE pgsched_horizon_app")
+        cursor.execute("SELECT pgsched_run_horizon_advance()")
+        assert cursor.fetchone()[0] == previous_month()
+        cursor.execute(OLD_INSERT, [at, "horizon-role", at])  # the trigger lowers it
+        cursor.execute("SELECT pgsched_run_horizon_since()")
+        assert cursor.fetchone()[0] == month_start(at)
+        with pytest.raises(ProgrammingError, match="permission denied"):
+            cursor.execute("SELECT count(*) FROM pgsched_run_horizon")  # the table: not granted
