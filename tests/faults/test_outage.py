@@ -91,6 +91,10 @@ def test_three_hour_outage_two_replicas_one_killed_mid_catch_up(scenario: Scenar
     a = scenario.start(
         "a", ready=False, overrides=OVERRIDES, failpoints="planner.before_commit=kill"
     )
+    # b starts once a's loops run (or a has died already): started together, b sometimes
+    # caught everything up before a's first planner pass found anything to plan, and a
+    # never reached its failpoint
+    wait_until(lambda: "running loops" in a.log() or a.proc.poll() is not None, 30, "a to start")
     b = scenario.start("b", ready=False, overrides=OVERRIDES)
     wait_until(lambda: caught_up(scenario, list(made)), 60, "the catch-up", interval=0.05)
     n_hi = scenario.db_now()
