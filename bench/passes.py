@@ -11,7 +11,9 @@ It also says where a pass's CPU goes: the replica's (its executor thread and
 the slot threads) and the executor's database backend's (``/proc``), per
 pass and per run: CPU, unlike the rate, hardly moves when other processes
 share the machine. ``--cprofile FILE`` writes a cProfile of the window
-(every thread).
+(every thread); ``--perf FILE`` samples the executor's database backend with
+``perf record`` over the window (``perf report -i FILE`` reads it; the server's
+own functions, where its CPU per pass goes).
 
 It starts its own private cluster (``bench/cluster.py``), never your server.
 The loop is the runner's executor loop without the other loops: a pass, then
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -34,6 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gather-ms", type=float, default=None, help="override GATHER_WINDOW")
     parser.add_argument("--runs", type=int, default=200_000, help="runs queued before the start")
     parser.add_argument("--cprofile", default=None, help="write a cProfile of the window here")
+    parser.add_argument(
+        "--sql",
+        action="append",
+        default=[],
+        help="run this SQL after the migrations (a what-if: a dropped index or constraint)",
+    )
+    parser.add_argument(
+        "--perf", default=None, help="sample the backend with perf record into this file"
+    )
     args = parser.parse_args(argv)
 
     from .cluster import private_cluster
@@ -55,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.gather_ms is not None:
             executor_module.GATHER_WINDOW = args.gather_ms / 1000
         with cluster.connect("passes") as conn:
+            for statement in args.sql:
+                conn.execute(statement)
             fixtures.add_pending_runs(conn, args.runs, job="bench.noop")
             conn.execute("VACUUM ANALYZE pgsched_job_run")
 
@@ -72,6 +86,14 @@ def main(argv: list[str] | None = None) -> int:
         cpu, thread_cpu, server_cpu = time.process_time(), time.thread_time(), _cpu(backend)
         if profiler:
             profiler.enable()
+        perf = None
+        if args.perf:
+            perf = subprocess.Popen(
+                ["perf", "record", "-q", "-F", "1999", "-g", "-p", str(backend), "-o", args.perf],
+                stdout=subprocess.DEVNULL,
+            )
+            time.sleep(0.5)  # perf attaches
+            cpu, thread_cpu, server_cpu = time.process_time(), time.thread_time(), _cpu(backend)
         started = time.perf_counter()
         while time.perf_counter() - started < args.seconds:
             executor.wake.clear()
@@ -83,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
             if wait:
                 executor.wake.wait(wait)
         elapsed = time.perf_counter() - started
+        if perf is not None:
+            perf.send_signal(2)  # SIGINT: perf writes its file and exits
+            perf.wait(30)
         if profiler:
             profiler.disable()
             profiler.dump_stats(args.cprofile)

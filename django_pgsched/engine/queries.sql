@@ -343,7 +343,11 @@ SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue
        (SELECT array_agg(status ORDER BY id) FROM finished) AS recorded_statuses,
        (SELECT at FROM next_due) AS next_due,
        clock.now AS db_now,
-       pgsched_run_horizon_since() AS live_since
+       -- the horizon for the next pass: pgsched_run_horizon_since(), read here rather
+       -- than called (a SECURITY DEFINER function is planned again at every call;
+       -- every role may read this table, migration 0023)
+       (SELECT CASE WHEN h.live_since >= '0001-01-01 00:00:00+00' THEN h.live_since END
+          FROM pgsched_run_horizon h) AS live_since
   FROM clock
   LEFT JOIN claimed c ON true;
 
