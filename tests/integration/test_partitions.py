@@ -79,6 +79,36 @@ def test_the_same_key_in_another_month_is_refused_and_enqueue_returns_the_first_
         cursor.execute(INSERT, [now_db() + timedelta(days=70), "k-across", now_db()])
 
 
+@pytest.mark.django_db(transaction=True)
+def test_many_one_off_runs_in_one_transaction_check_their_keys_by_index_in_an_empty_month():
+    # A month whose statistics say it is empty (ANALYZEd before its first run): the key's
+    # check across months must still read the index, not the month, for each row written
+    # (it read the whole month again per row: quadratic in one transaction). A session of
+    # its own, so that no plan the suite's session cached for the trigger is reused.
+    far = (now_db() + timedelta(days=2555)).replace(day=15, microsecond=0)
+    with psycopg.connect(**dsn()) as conn, conn.transaction(force_rollback=True):
+        conn.execute("SELECT pgsched_ensure_months(ARRAY[%s::timestamptz])", [far])
+        (month,) = conn.execute(
+            "SELECT pgsched_partition_oid('pgsched_job_run', %s)::regclass::text", [far]
+        ).fetchone()
+        conn.execute(f"ANALYZE {month}")
+        scans = "SELECT seq_scan, idx_scan FROM pg_stat_xact_user_tables WHERE relid = %s::regclass"
+        seq_before, idx_before = conn.execute(scans, [month]).fetchone()
+        conn.execute(
+            """
+            INSERT INTO pgsched_job_run (scheduled_for, idempotency_key, job, kwargs, queue,
+                                         status, fire_after, attempts, max_attempts, timeout)
+            SELECT date_trunc('second', %s::timestamptz), 'bulk-' || g, 'tests.noop', '{}',
+                   'default', 'pending', %s, 0, 1, interval '1 minute'
+              FROM generate_series(1, 300) g
+            """,
+            [far, far],
+        )
+        seq, idx = conn.execute(scans, [month]).fetchone()
+    # (the month's creation scanned it: only the insert's own reads count)
+    assert (seq - seq_before, idx - idx_before >= 300) == (0, True), (seq, idx)
+
+
 def test_a_key_shaped_like_an_occurrence_is_reserved_for_it(db):
     with pytest.raises(IntegrityError, match="reserved"), connection.cursor() as cursor:
         cursor.execute(INSERT, [now_db(), "pgsched:12:2026-01-01T00:00:00Z", now_db()])
