@@ -36,8 +36,11 @@ def _count(conn: psycopg.Connection[Any], t0: datetime, t1: datetime) -> int:
 
 def _dead(conn: psycopg.Connection[Any]) -> int:
     conn.execute("SELECT pg_stat_clear_snapshot()")
+    # the months' own counts: the partitioned table itself holds no rows (migration 0019)
     row = conn.execute(
-        "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'pgsched_job_run'"
+        "SELECT coalesce(sum(s.n_dead_tup), 0) FROM pg_stat_user_tables s"
+        " JOIN pg_inherits i ON i.inhrelid = s.relid"
+        " WHERE i.inhparent = 'pgsched_job_run'::regclass"
     ).fetchone()
     return int(row[0]) if row else 0
 
