@@ -137,3 +137,22 @@ def private_cluster() -> Iterator[Cluster]:
     finally:
         cluster.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def migrated_database(cluster: Cluster, name: str) -> str:
+    """Create ``name`` on ``cluster``, set Django up on it (``bench.settings``), migrate it.
+
+    For the diagnostics that drive the engine in-process (``bench.passes``,
+    ``bench.split``, ``bench.key_check``). Returns the database's URL.
+    """
+    cluster.create_database(name)
+    dsn = cluster.url(name)
+    os.environ["PGSCHED_BENCH_DSN"] = dsn
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    return dsn

@@ -14,7 +14,6 @@ setting costs nothing there). A private cluster (``bench/cluster.py``).
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 RESET = "ALTER FUNCTION pgsched_run_key_unique() RESET enable_seqscan"
@@ -29,18 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     from datetime import timedelta
 
     from . import fixtures
-    from .cluster import private_cluster
+    from .cluster import migrated_database, private_cluster
 
     with private_cluster() as cluster:
-        cluster.create_database("keys")
-        os.environ["PGSCHED_BENCH_DSN"] = cluster.url("keys")
-        os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
-        import django
-
-        django.setup()
-        from django.core.management import call_command
-
-        call_command("migrate", verbosity=0)
+        migrated_database(cluster, "keys")
         with cluster.connect("keys") as conn:
             fixtures.ensure_months(conn, timedelta(days=366), timedelta(0))
 

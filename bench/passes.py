@@ -48,22 +48,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    from .cluster import private_cluster
+    from .cluster import migrated_database, private_cluster
 
     with private_cluster() as cluster:
-        cluster.create_database("passes")
-        os.environ["PGSCHED_BENCH_DSN"] = cluster.url("passes")
-        os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
-        import django
-
-        django.setup()
-        from django.core.management import call_command
-
+        migrated_database(cluster, "passes")
         from django_pgsched.engine import executor as executor_module
 
         from . import fixtures
 
-        call_command("migrate", verbosity=0)
         if args.gather_ms is not None:
             executor_module.GATHER_WINDOW = args.gather_ms / 1000
         with cluster.connect("passes") as conn:

@@ -35,21 +35,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--concurrency must be a multiple of --processes")
 
     from . import fixtures
-    from .cluster import private_cluster
+    from .cluster import migrated_database, private_cluster
     from .procs import replica
 
     logs = Path(tempfile.mkdtemp(prefix="pgsched-split-"))
     with private_cluster() as cluster:
-        cluster.create_database("split")
-        dsn = cluster.url("split")
-        os.environ["PGSCHED_BENCH_DSN"] = dsn
-        os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
-        import django
-
-        django.setup()
-        from django.core.management import call_command
-
-        call_command("migrate", verbosity=0)
+        dsn = migrated_database(cluster, "split")
 
         def cell(processes: int) -> float:
             with cluster.connect("split") as conn:
