@@ -45,8 +45,9 @@ DATABASES = {
         "USER": _url.username or "postgres",
         "HOST": _url.hostname or "127.0.0.1",
         "PORT": str(_url.port or 5432),
-        # as the README advises for the database that jobs use
-        "CONN_MAX_AGE": 60,
+        # PGSCHED_BENCH_CONN_MAX_AGE: Django's default (0) or another value, for
+        # bench.conn_race; otherwise 60, as the bench's replicas always had
+        "CONN_MAX_AGE": int(os.environ.get("PGSCHED_BENCH_CONN_MAX_AGE", "60")),
     }
 }
 MIDDLEWARE = [

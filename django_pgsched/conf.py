@@ -55,6 +55,9 @@ class Settings:
     SHUTDOWN_GRACE: timedelta = timedelta(seconds=25)
     # the furthest a job's Defer may push its run (django_pgsched.outcomes.Defer)
     DEFER_MAX: timedelta = timedelta(days=1)
+    # a slot thread keeps its job's database connection at least this long (the longer
+    # of this and CONN_MAX_AGE; None: CONN_MAX_AGE alone, as for a request)
+    JOB_CONNECTION_MAX_AGE: timedelta | None = timedelta(seconds=60)
 
     # maintenance
     REAPER_INTERVAL: timedelta = timedelta(seconds=5)
@@ -129,7 +132,12 @@ _POSITIVE_INT_KEYS = {
     "MAX_PAYLOAD_BYTES",
     "MAX_PAYLOAD_DEPTH",
 }
-_NON_NEGATIVE_DURATIONS = {"MISFIRE_GRACE", "PLANNER_LOOKAHEAD", "LEASE_TRUST_MARGIN"}
+_NON_NEGATIVE_DURATIONS = {
+    "MISFIRE_GRACE",
+    "PLANNER_LOOKAHEAD",
+    "LEASE_TRUST_MARGIN",
+    "JOB_CONNECTION_MAX_AGE",
+}
 
 
 def _duration(key: str, value: object) -> timedelta:
@@ -164,7 +172,7 @@ def build_settings(raw: Mapping[str, Any]) -> Settings:
         )
     values: dict[str, Any] = {}
     for key, value in raw.items():
-        if key == "RETENTION" and value is None:
+        if key in ("RETENTION", "JOB_CONNECTION_MAX_AGE") and value is None:
             values[key] = None
         elif key == "HTTP":
             build_http_settings(value)  # raises ImproperlyConfigured naming the key

@@ -44,6 +44,25 @@ def _months_of_history(request: pytest.FixtureRequest, django_db_blocker: Any) -
 
 
 @pytest.fixture(autouse=True)
+def _slot_threads_end(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each test's slot threads end with it: they keep their jobs' connections
+    (JOB_CONNECTION_MAX_AGE), which would otherwise stay open on the test database."""
+    from django_pgsched.engine.slots import Slots
+
+    started: list[Slots] = []
+    start = Slots.start_threads
+
+    def start_and_remember(self: Slots) -> None:
+        started.append(self)
+        start(self)
+
+    monkeypatch.setattr(Slots, "start_threads", start_and_remember)
+    yield
+    for slots in started:
+        slots.stop_threads(timeout=5.0)
+
+
+@pytest.fixture(autouse=True)
 def _clear_calls() -> Iterator[None]:
     jobs.CALLS.clear()
     yield

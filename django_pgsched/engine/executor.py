@@ -120,7 +120,14 @@ class Executor:
         self.clock = clock
         self.stopping = shutdown or threading.Event()
         self.wake = threading.Event()
-        self.slots = Slots(self.concurrency, clock=clock, wake=self.wake, inline=inline)
+        keep = self.settings.JOB_CONNECTION_MAX_AGE
+        self.slots = Slots(
+            self.concurrency,
+            clock=clock,
+            wake=self.wake,
+            inline=inline,
+            keep_connections_for=None if keep is None else keep.total_seconds(),
+        )
         self._unwritten: list[Outcome] = []  # taken from the slots, not yet written
         self.claim_cursor = ClaimCursor(clock)
         self._next_due = NextDue(clock)
@@ -205,6 +212,10 @@ class Executor:
     def start_threads(self) -> None:
         """Start the slot threads (not needed with ``inline=True``)."""
         self.slots.start_threads()
+
+    def stop_threads(self, timeout: float = 5.0) -> None:
+        """End the slot threads, each closing the connections it kept for its jobs."""
+        self.slots.stop_threads(timeout)
 
     def release_unstarted(self) -> int:
         """Give back claimed runs whose jobs have not started (shutdown), fenced on the token."""

@@ -180,6 +180,7 @@ class Runner:
                 logger.error("could not record the interrupted runs; their leases will expire")
         for thread in self._threads:
             thread.join(timeout=5.0)
+        self.executor.stop_threads(timeout=2.0)
         if self.broker is not None:
             self.broker.close()
         for conn in connections.all(initialized_only=True):

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import NamedTuple
 
-from django.db import close_old_connections
+from django.db import connections
 
 from ..limits import MAX_ERROR_CHARS
 from ..outcomes import Defer, Fail, LeaseLost
@@ -33,6 +33,7 @@ from ..registry import get_job
 from ..statuses import AttemptStatus
 from . import failpoints
 from .claims import Claim, ClaimState, Outcome
+from .job_connections import JobConnections
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +48,11 @@ class Slots:
         clock: Callable[[], float],
         wake: threading.Event,
         inline: bool = False,
+        keep_connections_for: float | None = None,
     ) -> None:
         self.concurrency = concurrency
+        # how long a slot thread keeps a job's connection (engine/job_connections.py)
+        self.keep_connections_for = keep_connections_for
         self.clock = clock
         self.wake = wake  # set whenever a job returns: there is an outcome to record
         self.inline = inline
@@ -184,18 +188,31 @@ class Slots:
             thread.start()
             self._threads.append(thread)
 
-    def _slot(self) -> None:
-        while True:
-            claim = self._work.get()
-            if claim is None:
-                return
-            self._run(claim)
+    def stop_threads(self, timeout: float) -> None:
+        """Let each slot thread close its connections and end (one still in a job: after it)."""
+        threads, self._threads = self._threads, []
+        for _ in threads:
+            self._work.put(None)
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
-    def _run(self, claim: Claim) -> None:
+    def _slot(self) -> None:
+        job_connections = JobConnections(self.keep_connections_for)
+        try:
+            while True:
+                claim = self._work.get()
+                if claim is None:
+                    return
+                self._run(claim, job_connections)
+        finally:
+            connections.close_all()  # the connections this thread kept across its jobs
+
+    def _run(self, claim: Claim, job_connections: JobConnections | None = None) -> None:
         with self.lock:
             if not claim.start(self.clock()):
                 return  # released while waiting for a slot
-        invoked = invoke(claim, like_a_request=not self.inline)
+        invoked = invoke(claim, connections=job_connections)
         failpoints.hit("executor.after_job")
         with self.lock:
             now = self.clock()
@@ -275,7 +292,7 @@ class Invoked(NamedTuple):
     lease_lost: bool = False  # it raised LeaseLost: it stopped, having done nothing more
 
 
-def invoke(claim: Claim, *, like_a_request: bool) -> Invoked:
+def invoke(claim: Claim, *, connections: JobConnections | None) -> Invoked:
     """Run ``claim``'s job and say what happened.
 
     Returning is success; raising is a failure, retried. Raising (or
@@ -286,15 +303,15 @@ def invoke(claim: Claim, *, like_a_request: bool) -> Invoked:
     (even ``SystemExit``) becomes a failed attempt with its traceback and its
     class, never a crash. A registry entry with a ``runner`` (django.tasks'
     tasks) is handed the claim itself and returns the JSON text of its return
-    value, recorded with a succeeded attempt. On a slot thread
-    (``like_a_request``) the job's database connections are handled as Django
-    handles a request's: closed if unusable or past ``CONN_MAX_AGE`` before
-    and after.
+    value, recorded with a succeeded attempt. On a slot thread the job's
+    database connections are tidied before and after it by ``connections``
+    (:class:`~.job_connections.JobConnections`: as Django tidies a request's,
+    but kept across jobs for ``JOB_CONNECTION_MAX_AGE``).
     """
     spec = get_job(claim.job)
     try:
-        if like_a_request:
-            close_old_connections()
+        if connections is not None:
+            connections.tidy()
         failpoints.hit("executor.before_job")
         if spec is None:
             return Invoked(AttemptStatus.FAILED, f"job {claim.job!r} is not registered here", False)
@@ -322,9 +339,9 @@ def invoke(claim: Claim, *, like_a_request: bool) -> Invoked:
     except BaseException as exc:
         return Invoked(AttemptStatus.FAILED, format_error(exc), True, None, class_path(type(exc)))
     finally:
-        if like_a_request:
+        if connections is not None:
             try:
-                close_old_connections()
+                connections.tidy()
             except Exception:  # pragma: no cover
                 logger.debug("closing the job's connections failed", exc_info=True)
 

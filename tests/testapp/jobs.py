@@ -123,3 +123,22 @@ def fault_crash(context: RunContext, **kwargs: Any) -> None:
 
     _ledger(context, "start")
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+@job(name="tests.backend_pid")
+def backend_pid(then: str = "", **kwargs: Any) -> None:
+    """Record the PostgreSQL backend that served this job's connection, then maybe misbehave.
+
+    ``then``: ``"leave_transaction"`` opens a transaction and returns inside it;
+    ``"terminate"`` ends its own backend (the connection is then unusable).
+    """
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        CALLS.append({"job": "backend_pid", "pid": cursor.fetchone()[0], "then": then})
+        if then == "leave_transaction":
+            cursor.execute("BEGIN")
+            cursor.execute("SELECT 1")
+        elif then == "terminate":
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")

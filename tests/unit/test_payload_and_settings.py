@@ -66,6 +66,12 @@ def test_settings_defaults_and_durations():
     assert s.PLANNER_BATCH == Settings().PLANNER_BATCH == 500
 
 
+def test_job_connection_max_age_defaults_to_a_minute_and_may_be_none_or_zero():
+    assert Settings().JOB_CONNECTION_MAX_AGE == timedelta(seconds=60)
+    assert build_settings({"JOB_CONNECTION_MAX_AGE": None}).JOB_CONNECTION_MAX_AGE is None
+    assert build_settings({"JOB_CONNECTION_MAX_AGE": 0}).JOB_CONNECTION_MAX_AGE == timedelta(0)
+
+
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
@@ -78,6 +84,8 @@ def test_settings_defaults_and_durations():
         ({"DEFAULT_MISFIRE_POLICY": "all"}, "is not one of skip, latest, catch_up"),
         ({"DEFAULT_MAX_ATTEMPTS": 9}, "from 1 to 8"),
         ({"LISTEN": "yes"}, "LISTEN"),
+        ({"JOB_CONNECTION_MAX_AGE": -1}, "PGSCHED['JOB_CONNECTION_MAX_AGE']: must not be negative"),
+        ({"JOB_CONNECTION_MAX_AGE": "60"}, "expected a timedelta or a number of seconds"),
     ],
 )
 def test_bad_settings_are_rejected(raw, message):
