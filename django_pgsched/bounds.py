@@ -97,7 +97,7 @@ CONSTRAINT_FIELDS: Mapping[str, tuple[str, ...]] = {
     "pgsched_job_run_attempts_check": ("attempts",),
     "pgsched_job_run_max_attempts_check": ("max_attempts",),
     "pgsched_run_attempts_range": ("attempts",),
-    "pgsched_run_attempts_within_max": ("attempts", "max_attempts"),
+    "pgsched_run_attempts_within_max": ("attempts", "max_attempts", "status"),
     "pgsched_run_max_attempts_range": ("max_attempts",),
     "pgsched_run_priority_range": ("priority",),
     "pgsched_run_overlap_valid": ("overlap",),

@@ -747,8 +747,10 @@ class JobRun(models.Model):
                 condition=models.Q(max_attempts__gte=1, max_attempts__lte=MAX_ATTEMPTS),
                 name="pgsched_run_max_attempts_range",
             ),
+            # a retrying run has an attempt left (else nothing would ever claim or end it)
             models.CheckConstraint(
-                condition=models.Q(attempts__lte=models.F("max_attempts")),
+                condition=models.Q(attempts__lte=models.F("max_attempts"))
+                & (~models.Q(status="retrying") | models.Q(attempts__lt=models.F("max_attempts"))),
                 name="pgsched_run_attempts_within_max",
             ),
             models.CheckConstraint(

@@ -14,7 +14,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 
 from ..delivery import breaker
 from ..models import Breaker
@@ -79,7 +79,9 @@ class BreakerAdmin(BreakerAdminBase):
 
     @admin.display(description="last error")
     def last_error_text(self, obj: Breaker) -> SafeString:
-        return format_html("<pre>{}</pre>", obj.last_error) if obj.last_error else format_html("—")
+        if not obj.last_error:
+            return mark_safe("—")  # format_html() needs arguments from Django 6.0 on
+        return format_html("<pre>{}</pre>", obj.last_error)
 
     # -- reset ---------------------------------------------------------------------------
 

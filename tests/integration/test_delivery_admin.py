@@ -141,6 +141,15 @@ def test_breakers_are_listed_with_state_since_and_last_error(admin_client, db):
     assert b"HTTP 502 Bad Gateway" in page and b"Reset" in page
 
 
+def test_a_breaker_without_a_last_error_has_a_page(admin_client, db):
+    """format_html() with no arguments raises TypeError on Django 6.0 and later."""
+    b = _open_breaker()
+    Breaker.objects.filter(pk=b.pk).update(last_error="")
+    assert admin_client.get(BREAKERS).status_code == 200
+    response = admin_client.get(reverse("admin:pgsched_breaker_change", args=[b.pk]))
+    assert response.status_code == 200 and "—" in response.content.decode()
+
+
 def test_the_reset_needs_its_own_permission(client, django_user_model, db):
     b = _open_breaker()
     reset = reverse("admin:pgsched_breaker_reset", args=[b.pk])
