@@ -36,9 +36,9 @@ from django.db import transaction
 
 from .. import events
 from ..conf import Settings, get_settings
-from ..ledger.ranges import group
 from ..statuses import SkipReason
 from ..timing import timetable, zoned
+from ..timing.spans import group
 from . import db, queries
 from .policies import Skipped
 from .rows import GuardDecision

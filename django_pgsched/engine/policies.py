@@ -23,26 +23,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ..statuses import COUNTED_REASONS, MISFIRE_REASONS, MisfirePolicy, SkipReason
+from ..timing.spans import Skipped as Skipped  # the planner's spans, re-exported
 from ..timing.timetable import GapSkip, Timetable
 
 SECOND = timedelta(seconds=1)
 POLICIES: tuple[str, ...] = tuple(MisfirePolicy.values)
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """Occurrences that do not run, for one reason: the ledger's unit (a ``SkippedRange``).
-
-    Every occurrence of the timetable from ``first`` to ``last`` (inclusive),
-    ``count`` of them. ``reason`` is a :class:`~django_pgsched.statuses.SkipReason`.
-    (``dst_gap``: local times that never existed; ``first`` and ``last`` are the
-    instants they would have had, see :class:`~django_pgsched.timing.timetable.GapSkip`.)
-    """
-
-    first: datetime
-    last: datetime
-    count: int
-    reason: str
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,8 @@ from ..engine.policies import Skipped
 from ..models import Schedule
 from ..registry import job_defaults, validate_queue
 from ..statuses import COUNTED_REASONS
+from ..timing import spans as ranges
 from ..timing import timetable
-from . import ranges
 
 UNPLANNED_SQL = """
 SELECT unplanned_from, statement_timestamp() FROM pgsched_schedule WHERE id = %(id)s

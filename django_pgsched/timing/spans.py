@@ -1,17 +1,35 @@
-"""Range arithmetic for the ledger: occurrences as compact, pure spans of a timetable.
+"""Spans of a timetable: occurrences that do not run, as compact, pure ranges.
 
-Pure functions, no database. A span ``(first, last, count, reason)`` covers
-every occurrence of the timetable from ``first`` to ``last`` inclusive, and
-``count`` is their number (:class:`~django_pgsched.engine.policies.Skipped`).
+Pure, no database. A span ``(first, last, count, reason)`` (:class:`Skipped`)
+covers every occurrence of the timetable from ``first`` to ``last`` inclusive,
+and ``count`` is their number. What the planner's policies, the guard and the
+ledger's backfill share: below all three (``timing/`` imports nothing above it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from ..engine.policies import Skipped
-from ..timing.timetable import Timetable, TimetableError
+from .timetable import Timetable, TimetableError
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Occurrences that do not run, for one reason: the ledger's unit (a ``SkippedRange``).
+
+    Every occurrence of the timetable from ``first`` to ``last`` (inclusive),
+    ``count`` of them. ``reason`` is a :class:`~django_pgsched.statuses.SkipReason`.
+    (``dst_gap``: local times that never existed; ``first`` and ``last`` are the
+    instants they would have had, see :class:`~django_pgsched.timing.timetable.GapSkip`.)
+    """
+
+    first: datetime
+    last: datetime
+    count: int
+    reason: str
+
 
 SECOND = timedelta(seconds=1)
 _EPOCH = datetime(1, 1, 2, tzinfo=UTC)  # before every occurrence
