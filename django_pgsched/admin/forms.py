@@ -24,7 +24,7 @@ EDITABLE_FIELDS = ("name", *DEFINITION_FIELDS)
 
 def _task_label(func: object) -> str:
     """A django.tasks task's entry: the backend it runs on (the tasks room registers these)."""
-    from ..tasks.discovery import get_task  # only reached when the task framework is installed
+    from ..tasks.index import get_task  # only reached when the task framework is installed
 
     task = get_task(f"{getattr(func, '__module__', '')}.{getattr(func, '__qualname__', '')}")
     return f"django.tasks task, backend {task.backend}" if task is not None else "django.tasks task"

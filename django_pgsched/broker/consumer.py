@@ -23,16 +23,13 @@ decide, as with ``SKIP LOCKED``.
 from __future__ import annotations
 
 import logging
-import re
 import uuid
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 from ..engine import queries
 from ..engine.claims import Claim
-from ..engine.rows import PassRow
 from .client import BrokerUnavailable, Delivered, NatsBroker
 from .messages import Malformed, parse
 from .settings import ClaimsSettings
@@ -42,68 +39,8 @@ logger = logging.getLogger(__name__)
 BROKER = "broker"
 POSTGRES = "postgres"
 
-# executor_pass's claim cursor, replaced by the pulled ids (see claim_by_id_sql)
-_CURSOR = re.compile(
-    r"AND \(r\.priority \* -1, r\.fire_after, r\.id\)\s*>=\s*"
-    r"\(coalesce\(%\(floor_rank\)s::integer, -32768\),\s*"
-    r"coalesce\(%\(floor_at\)s::timestamptz, '-infinity'\),\s*"
-    r"coalesce\(%\(floor_id\)s::bigint, 0\)\)"
-)
-# ... and its order: the named runs are read by primary key (a generic plan that kept the
-# ORDER BY read the claim index and filtered the ids: tests/integration/test_plans.py)
-_ORDER = re.compile(r"ORDER BY r\.priority \* -1, r\.fire_after, r\.id\s*(LIMIT %\(limit\)s)")
-# (its columns: the id, and the month the lease's update then reads alone)
-_FROM = re.compile(
-    r"(claimable AS MATERIALIZED \(\s*SELECT r\.id, r\.scheduled_for\b[^\n]*\s*)"
-    r"FROM pgsched_job_run r\b"
-)
-_NEXT_DUE = re.compile(r"WHERE \(SELECT count\(\*\) FROM claimable\) < %\(limit\)s")
-
-
-def claim_by_id_sql(executor_pass: str) -> str:
-    """``executor_pass`` claiming the runs ``%(claim_ids)s`` instead of reading the claim index.
-
-    Every other predicate of its ``claimable`` CTE (status, due, attempts left,
-    jobs, queues, no live lease, the overlap and deadline guards) and its fenced
-    recording stay as they are; the order goes (the ids are read by primary
-    key), and so does the next-due probe (the broker says when there is work).
-    """
-    sql, found = _CURSOR.subn("", executor_pass)
-    if found != 1:
-        raise RuntimeError("executor_pass's claim cursor changed: update broker/consumer.py")
-    # the named runs, each looked up by primary key (a nested loop over the ids): with
-    # "r.id = ANY(ids)" a generic plan also read the claimable index (a BitmapAnd)
-    sql, found = _FROM.subn(
-        r"\1FROM unnest(%(claim_ids)b::bigint[]) AS named(id)"
-        r" JOIN pgsched_job_run r ON r.id = named.id",
-        sql,
-    )
-    if found != 1:
-        raise RuntimeError("executor_pass's claimable CTE changed: update broker/consumer.py")
-    sql, found = _ORDER.subn(r"\1", sql)
-    if found != 1:
-        raise RuntimeError("executor_pass's claim order changed: update broker/consumer.py")
-    sql, found = _NEXT_DUE.subn("WHERE false", sql)
-    if found != 1:
-        raise RuntimeError("executor_pass's next-due probe changed: update broker/consumer.py")
-    return sql
-
-
-@dataclass(frozen=True)
-class ClaimById(queries.Statement[PassRow]):
-    """``executor_pass``, claiming by id (a statement of its own: its own generic plan)."""
-
-    @property
-    def sql(self) -> str:
-        return _claim_by_id()
-
-
-@cache
-def _claim_by_id() -> str:
-    return claim_by_id_sql(queries.get("executor_pass"))
-
-
-EXECUTOR_PASS_BY_ID = ClaimById("executor_pass_by_id", PassRow)
+# executor_pass claiming the pulled ids (engine/queries.sql: executor_pass_by_id)
+EXECUTOR_PASS_BY_ID = queries.EXECUTOR_PASS_BY_ID
 
 
 @dataclass
@@ -122,7 +59,12 @@ class ConsumerStats:
 
 
 class BrokerClaims:
-    """One executor's consumer: what to claim each pass, and which messages to acknowledge."""
+    """One executor's consumer: what to claim each pass, and which messages to acknowledge.
+
+    The executor's :class:`~django_pgsched.engine.ports.ClaimSource`.
+    """
+
+    statement = EXECUTOR_PASS_BY_ID
 
     def __init__(
         self, broker: NatsBroker, settings: ClaimsSettings, clock: Callable[[], float]
@@ -139,6 +81,10 @@ class BrokerClaims:
     def active(self) -> bool:
         """The broker is where this replica's claims come from now."""
         return self.stats.path == BROKER and self.broker.available
+
+    def next_ids(self, limit: int, *, waiting: bool) -> list[int] | None:
+        """For a pass: :meth:`pull`, at once when outcomes wait to be recorded."""
+        return self.pull(limit, 0.0 if waiting else self.settings.FETCH_WAIT.total_seconds())
 
     def pull(self, limit: int, wait: float) -> list[int] | None:
         """Run ids to claim by id (at most ``limit``); ``None``: claim with ``SKIP LOCKED``."""

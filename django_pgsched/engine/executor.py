@@ -38,7 +38,6 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import events
-from ..broker.consumer import EXECUTOR_PASS_BY_ID
 from ..conf import Settings, get_settings
 from ..limits import MAX_ERROR_CHARS
 from ..outcomes import LeaseLost
@@ -52,7 +51,7 @@ from .rows import ExecutorPassResult
 from .slots import Slots
 
 if TYPE_CHECKING:
-    from ..broker.consumer import BrokerClaims
+    from .ports import ClaimSource
 
 logger = logging.getLogger(__name__)
 
@@ -105,10 +104,10 @@ class Executor:
         inline: bool = False,
         shutdown: threading.Event | None = None,
         clock: Callable[[], float] = time.monotonic,
-        broker: BrokerClaims | None = None,
+        broker: ClaimSource | None = None,
     ) -> None:
         self.settings = settings or get_settings()
-        # PGSCHED["CLAIMS"] "nats": the claim step pulls run ids from the broker (broker/)
+        # a claim transport's claim source (engine/ports.py; the broker's: broker/consumer.py)
         self.broker = broker
         self.concurrency = concurrency or self.settings.CONCURRENCY
         if self.concurrency < 1:
@@ -395,7 +394,9 @@ class Executor:
         # since the last pass never hides it
         live_since = None if by_id else self._live_since
         params = {"now": now, "live_since": live_since, **record, **claim}
-        statement = EXECUTOR_PASS_BY_ID if by_id else queries.EXECUTOR_PASS
+        statement = (
+            self.broker.statement if by_id and self.broker is not None else queries.EXECUTOR_PASS
+        )
         result = ExecutorPassResult.from_rows(db.fetch(conn, statement, params))
         self._live_since = result.live_since
         if live_since is not None and (result.live_since is None or result.live_since < live_since):
@@ -404,14 +405,13 @@ class Executor:
             self._claim_again = True
         return result
 
-    # -- the broker's claim step (PGSCHED["CLAIMS"], broker/consumer.py) -------------------
+    # -- a claim transport's claim step (PGSCHED["CLAIMS"], engine/ports.py) ---------------
 
     def _pull(self, limit: int, *, waiting: bool) -> list[int] | None:
         """Run ids to claim by id, from the broker; None: claim with SKIP LOCKED (as always)."""
         if self.broker is None or not limit:
             return None
-        wait = 0.0 if waiting else self.broker.settings.FETCH_WAIT.total_seconds()
-        return self.broker.pull(limit, wait)
+        return self.broker.next_ids(limit, waiting=waiting)
 
     def _claimed_by_id(self, claims: list[Claim]) -> None:
         assert self.broker is not None

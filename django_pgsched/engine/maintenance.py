@@ -27,11 +27,11 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import events
 from ..conf import Settings, get_settings
-from ..partitions.retention import MonthRetention
 from ..statuses import RunStatus
 from . import db, failpoints, queries
 from .db import refused_for_a_row
 from .policies import retry_delay
+from .ports import PORTS
 from .rows import ReapCandidate, ReapedRun
 
 logger = logging.getLogger(__name__)
@@ -139,11 +139,22 @@ class RetentionResult:
 HISTORY_STATEMENTS = (queries.RETENTION_DELETE_CHANGES, queries.RETENTION_DELETE_RANGES)
 
 
+@dataclass(frozen=True)
+class _NoMonths:
+    runs: int = 0
+    dropped: tuple[()] = ()
+    kept: tuple[()] = ()
+    blocked: tuple[()] = ()
+
+
+_NO_MONTHS = _NoMonths()
+
+
 class Retention:
     """Drops old months of runs, and deletes old history in batches. ``run_once()``: one round.
 
     A month goes once it ended before the cutoff and all its runs are terminal
-    and finished before it (:class:`~django_pgsched.partitions.retention.MonthRetention`).
+    and finished before it (the month retention plugged in at ``engine/ports.py``).
     """
 
     def __init__(
@@ -158,7 +169,9 @@ class Retention:
         self.using = using or self.settings.DATABASE_ALIAS
         self.max_batches = max_batches
         self.time_budget = time_budget
-        self.months = MonthRetention(settings=self.settings)
+        # whole months of runs (engine/ports.py; django_pgsched.partitions.retention)
+        factory = PORTS.month_retention
+        self.months = factory(self.settings) if factory is not None else None
 
     def run_once(self, now: datetime | None = None) -> RetentionResult:
         retention = self.settings.RETENTION
@@ -171,7 +184,9 @@ class Retention:
                 now = db.fetch(conn, queries.DATABASE_NOW, {})[0].now
             cutoff = now - retention
             failpoints.hit("retention.before_delete")
-            months = self.months.run_once(conn, now)  # runs and attempts: whole months
+            months = (  # runs and attempts: whole months
+                self.months.run_once(conn, now) if self.months is not None else _NO_MONTHS
+            )
             deleted = months.runs
             history = 0
             spent = batches  # the history's budget of batches

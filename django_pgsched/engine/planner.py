@@ -44,12 +44,12 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from .. import events
 from ..conf import Settings, get_settings
 from ..limits import LAST_FIRE_TIME, MAX_RUNS_PER_SCHEDULE
-from ..partitions import months
 from ..registry import JobDefaults, job_defaults
 from ..statuses import STOPPED_REASONS, SkipReason
 from ..timing import jitter, timetable, zoned
 from . import db, failpoints, queries
 from .policies import Decision, Skipped, decide, span
+from .ports import PORTS
 from .rows import DueSchedule
 
 _EPOCH = datetime(1, 1, 2, tzinfo=UTC)  # before every occurrence
@@ -195,8 +195,8 @@ class Planner:
             if not rows:
                 return PlanResult(db_now=db_now)  # leaving without a commit rolls back
             times = _run_times(rows)
-            if months.needs_ensuring(conn.alias, times, db_now):
-                pipelined.send(queries.ENSURE_MONTHS, {"times": sorted(times)})
+            if PORTS.months.needs_ensuring(conn.alias, times, db_now):
+                pipelined.send(*PORTS.months.statement(times))
             apply, mark = self._send_apply(pipelined, rows)
             failpoints.hit("planner.before_commit")
             pipelined.commit()  # the apply and the commit travel together
@@ -315,7 +315,7 @@ class Planner:
         planned, broken = _split(rows)
         inserted: list[int] = []
         if planned:
-            months.ensure(conn, _run_times(planned))
+            PORTS.months.ensure(conn, _run_times(planned))
             (applied,) = db.fetch(conn, queries.PLANNER_APPLY, self._apply_params(planned))
             inserted = applied.inserted
         if broken:

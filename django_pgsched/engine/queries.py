@@ -72,6 +72,8 @@ PLANNER_APPLY = Statement("planner_apply", rows.Applied)
 PLANNER_MARK_BROKEN = Command("planner_mark_broken")
 ENSURE_MONTHS = Statement("ensure_months", rows.EnsuredMonths)
 EXECUTOR_PASS = Statement("executor_pass", rows.PassRow)
+# executor_pass claiming the ids a claim source named (a claim transport: engine/ports.py)
+EXECUTOR_PASS_BY_ID = Statement("executor_pass_by_id", rows.PassRow)
 EXECUTOR_DEFER = Statement("executor_defer", rows.Deferred)
 GUARD_DECIDE = Statement("guard_decide", rows.GuardDecision)
 GUARD_APPLY = Statement("guard_apply", rows.GuardApplied)
@@ -96,6 +98,7 @@ STATEMENTS: tuple[Statement[Any] | Command, ...] = (
     PLANNER_MARK_BROKEN,
     ENSURE_MONTHS,
     EXECUTOR_PASS,
+    EXECUTOR_PASS_BY_ID,
     EXECUTOR_DEFER,
     GUARD_DECIDE,
     GUARD_APPLY,

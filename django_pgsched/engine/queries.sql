@@ -470,6 +470,157 @@ ledgered AS (
 SELECT ARRAY(SELECT id FROM missed) AS missed, ARRAY(SELECT id FROM dropped) AS dropped;
 
 
+-- name: executor_pass_by_id
+-- executor_pass claiming the runs %(claim_ids)s that the broker named
+-- (PGSCHED["CLAIMS"], django_pgsched/broker/consumer.py) instead of reading the claim
+-- index. Written out, not derived: every other part is executor_pass's, word for
+-- word (tests/unit/test_named_statements.py compares them): the fenced recording, the
+-- claimable CTE's predicates (status, due, attempts left, jobs, queues, no live lease,
+-- the overlap and deadline guards), the lease. It differs in three places: the
+-- claimable runs come from the ids, looked up by primary key; no claim cursor and no
+-- order (a generic plan that kept the ORDER BY read the claim index and filtered the
+-- ids: tests/integration/test_plans.py); no next-due probe.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+),
+outcome AS (
+    SELECT *
+      FROM unnest(%(ids)b::bigint[], %(tokens)b::uuid[], %(results)b::text[], %(errors)b::text[],
+                  %(statuses)b::text[], %(delays)b::float8[], %(values)b::text[],
+                  %(error_classes)b::text[], %(not_befores)b::timestamptz[],
+                  %(details)b::jsonb[])
+        AS o(id, token, result, error, next_status, delay, value, error_class, not_before,
+             detail)
+),
+finished AS (
+    UPDATE pgsched_job_run r
+       SET status = o.next_status,
+           finished_at = CASE WHEN o.next_status = 'retrying' THEN NULL ELSE clock.now END,
+           fire_after = CASE WHEN o.next_status = 'retrying'
+                             THEN greatest(clock.now + make_interval(secs => o.delay),
+                                           o.not_before)
+                             ELSE r.fire_after END,
+           claimed_by = NULL,
+           claim_expires_at = NULL,
+           return_value = CASE WHEN o.next_status = 'succeeded'
+                               THEN coalesce(o.value::jsonb, r.return_value)
+                               ELSE r.return_value END
+      FROM outcome o, clock
+     WHERE r.id = o.id
+       AND r.scheduled_for >= coalesce(%(record_since)s::timestamptz, '-infinity')
+       AND r.claimed_by = o.token
+    RETURNING r.id, r.scheduled_for, r.attempts, r.started_at, r.worker, r.status, o.result,
+              o.error, o.error_class, o.detail
+),
+recorded AS (
+    INSERT INTO pgsched_attempt
+           (job_run_id, run_scheduled_for, number, status, started_at, finished_at, worker, error,
+            error_class, detail)
+    SELECT f.id, f.scheduled_for, f.attempts, f.result, f.started_at, clock.now,
+           coalesce(f.worker, ''), f.error, coalesce(f.error_class, ''), f.detail
+      FROM finished f, clock
+),
+claimable AS MATERIALIZED (
+    SELECT r.id, r.scheduled_for  -- with its month: the lease's update reads one partition
+      -- the named runs, each looked up by primary key (a nested loop over the ids): with
+      -- "r.id = ANY(ids)" a generic plan also read the claimable index (a BitmapAnd)
+      FROM unnest(%(claim_ids)b::bigint[]) AS named(id)
+      JOIN pgsched_job_run r ON r.id = named.id
+     WHERE r.status IN ('pending', 'retrying')
+       AND r.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity')
+       AND r.fire_after <= (SELECT now FROM clock)
+       AND (r.claim_expires_at IS NULL OR r.claim_expires_at < (SELECT now FROM clock))
+       AND r.attempts < r.max_attempts
+       AND r.job = ANY(%(jobs)b::text[])
+       AND (%(queues)b::text[] IS NULL OR r.queue = ANY(%(queues)b::text[]))
+       AND (r.start_by IS NULL OR r.start_by >= (SELECT now FROM clock) OR r.status = 'retrying')
+       AND (r.overlap IS NULL
+            OR (NOT EXISTS (SELECT FROM pgsched_job_run e
+                             WHERE e.schedule_id = r.schedule_id AND e.overlap IS NOT NULL
+                               AND e.finished_at IS NULL AND e.id < r.id
+                               AND e.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity'))
+                AND (r.overlap <> 'skip' OR r.is_backfill
+                     OR NOT EXISTS (SELECT FROM pgsched_job_run e
+                                     WHERE e.schedule_id = r.schedule_id
+                                       AND e.overlap IS NOT NULL
+                                       AND e.finished_at > r.fire_after
+                                       AND e.started_at IS NOT NULL AND e.id < r.id))))
+     LIMIT %(limit)s
+       FOR NO KEY UPDATE OF r SKIP LOCKED
+),
+claimed AS (
+    UPDATE pgsched_job_run r
+       SET status = 'running',
+           attempts = r.attempts + 1,  -- below max_attempts (see claimable)
+           claimed_by = gen_random_uuid(),
+           worker = %(worker)s,
+           claim_expires_at = clock.now
+               + least(greatest(r.timeout, interval '1 second'), interval '7 days')
+                 * %(lease_factor)s,
+           started_at = clock.now
+      FROM claimable c, clock
+     WHERE r.id = c.id
+       AND r.scheduled_for = c.scheduled_for
+       AND r.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity')
+    RETURNING r.id, r.claimed_by, r.attempts, r.max_attempts,
+              least(greatest(r.timeout, interval '1 second'), interval '7 days') AS timeout,
+              r.job, r.queue, r.kwargs::text AS kwargs, r.schedule_name,
+              CASE WHEN pgsched_time_ok(r.scheduled_for) THEN r.scheduled_for
+                   ELSE clock.now END AS scheduled_for,
+              r.idempotency_key,
+              CASE WHEN pgsched_time_ok(r.fire_after) THEN r.fire_after
+                   ELSE clock.now END AS fire_after,
+              r.started_at, r.claim_expires_at, r.task_call::text AS task_call, r.priority,
+              r.tenant,
+              CASE WHEN r.job = 'pgsched.http' THEN (
+                  SELECT jsonb_build_object('destination', d.key, 'state', b.state,
+                                            'failures', b.failures)
+                    FROM (SELECT pgsched_http_destination(r.kwargs ->> 'url') AS key) d
+                    LEFT JOIN pgsched_breaker b ON b.tenant = r.tenant AND b.destination = d.key
+              ) END AS breaker,
+              concat_ws('; ',
+                  CASE WHEN NOT pgsched_time_ok(r.scheduled_for)
+                       THEN 'scheduled_for ' || r.scheduled_for END,
+                  CASE WHEN NOT pgsched_time_ok(r.fire_after)
+                       THEN 'fire_after ' || r.fire_after END,
+                  CASE WHEN NOT pgsched_interval_ok(r.timeout, interval '1 second',
+                                                    interval '7 days')
+                       THEN 'timeout ' || r.timeout END,
+                  CASE WHEN NOT pgsched_json_ok(r.kwargs)
+                       THEN 'kwargs nested deeper than 100 levels or holding a number of '
+                            || '4,300 digits or more' END,
+                  CASE WHEN NOT pgsched_json_ok(r.task_call)
+                       THEN 'task_call nested deeper than 100 levels or holding a number of '
+                            || '4,300 digits or more' END) AS defect
+),
+next_due AS (
+    SELECT (SELECT greatest(q.fire_after, '0001-01-01 00:00:00+00'::timestamptz)
+              FROM pgsched_job_run q
+             WHERE q.status IN ('pending', 'retrying')
+               AND q.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity')
+               AND q.attempts < q.max_attempts
+               AND (q.start_by IS NULL OR q.start_by >= (SELECT now FROM clock)
+                    OR q.status = 'retrying')
+               AND q.job = ANY(%(jobs)b::text[])
+               AND (%(queues)b::text[] IS NULL OR q.queue = ANY(%(queues)b::text[]))
+               AND q.id NOT IN (SELECT id FROM claimable)
+             ORDER BY q.fire_after
+             LIMIT 1) AS at
+     WHERE false  -- no next-due probe: the broker says when there is work
+)
+SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue, c.kwargs,
+       c.schedule_name, c.scheduled_for, c.idempotency_key, c.fire_after, c.started_at,
+       c.claim_expires_at, c.task_call, c.priority, c.tenant, c.breaker, c.defect,
+       (SELECT array_agg(id ORDER BY id) FROM finished) AS recorded_ids,
+       (SELECT array_agg(status ORDER BY id) FROM finished) AS recorded_statuses,
+       (SELECT at FROM next_due) AS next_due,
+       clock.now AS db_now,
+       (SELECT CASE WHEN h.live_since >= '0001-01-01 00:00:00+00' THEN h.live_since END
+          FROM pgsched_run_horizon h) AS live_since
+  FROM clock
+  LEFT JOIN claimed c ON true
+
+
 -- name: executor_defer
 -- A job's Defer (django_pgsched.outcomes), fenced on the token like every write
 -- on a leased run. An attempt that did something ('attempted': a request went

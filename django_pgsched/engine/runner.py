@@ -20,13 +20,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from types import FrameType
-from typing import TYPE_CHECKING
 
 from django.db import DatabaseError, connections
 
 from .. import events
 from ..conf import Settings, get_settings
-from ..partitions.upkeep import Upkeep
 from . import db, failpoints, stranded
 from .backoff import Backoff
 from .executor import Executor
@@ -34,10 +32,8 @@ from .guard import Guard
 from .maintenance import Reaper, Retention
 from .notifications import SCHEDULE_CHANNEL, WAIT_CHANNEL, Listener
 from .planner import Planner
+from .ports import PORTS, Transport
 from .stranded import Stranded
-
-if TYPE_CHECKING:
-    from ..broker.runtime import BrokerRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -69,12 +65,14 @@ class Runner:
         listen: bool | None = None,
     ) -> None:
         self.settings = settings or get_settings()
-        # PGSCHED["CLAIMS"] "nats": the broker's parts (broker/runtime.py)
-        self.broker: BrokerRuntime | None = None
-        if self.settings.claims.nats:
-            from ..broker.runtime import BrokerRuntime
-
-            self.broker = BrokerRuntime(self.settings, queues=queues)
+        # PGSCHED["CLAIMS"] other than "postgres": that transport's runtime, as plugged in
+        # at engine/ports.py (the broker's: broker/runtime.py)
+        self.broker: Transport | None = None
+        transport = self.settings.claims.TRANSPORT
+        if transport != "postgres":
+            if transport not in PORTS.transports:
+                raise ValueError(f"no claim transport {transport!r} is plugged in")
+            self.broker = PORTS.transports[transport](self.settings, queues)
         unknown = set(loops) - set(LOOPS)
         if unknown:
             raise ValueError(f"unknown loop(s): {', '.join(sorted(unknown))}")
@@ -97,7 +95,8 @@ class Runner:
         self.guard = Guard(settings=self.settings)
         self.stranded = Stranded(settings=self.settings)
         self.retention = Retention(settings=self.settings)
-        self.upkeep = Upkeep(settings=self.settings)
+        # services plugged in at engine/ports.py (month upkeep: partitions/upkeep.py)
+        self.services = [make(self.settings) for make in PORTS.maintenance]
         self.listen = self.settings.LISTEN if listen is None else listen
         self._threads: list[threading.Thread] = []
         self._executor_done = threading.Event()
@@ -296,7 +295,8 @@ class Runner:
                     self.guard.run_once()
                     next_reap = now + reap_every
                 if now >= next_retention:
-                    self.upkeep.run_once()  # the months ahead, before the old ones go
+                    for service in self.services:  # the months ahead, before the old ones go
+                        service.run_once()
                     self.retention.run_once()
                     self.stranded.run_once()
                     next_retention = now + retain_every

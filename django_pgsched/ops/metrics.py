@@ -422,8 +422,10 @@ def serve(port: int, runner: Runner, host: str = DEFAULT_HOST) -> ProbeServer:
     metrics.registry.register(DatabaseCollector())
     if runner.broker is not None:
         from ..broker.metrics import BrokerCollector
+        from ..broker.runtime import BrokerRuntime
 
-        metrics.registry.register(BrokerCollector(runner.broker))
+        if isinstance(runner.broker, BrokerRuntime):
+            metrics.registry.register(BrokerCollector(runner.broker))
     metrics.connect()
     server = make_server(port, runner, metrics, host)
     thread = threading.Thread(target=server.serve_forever, name="pgsched-metrics", daemon=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
@@ -97,3 +98,18 @@ def needs_ensuring(alias: str, times: Iterable[datetime], now: datetime) -> bool
     """Whether an insert of runs at ``times`` should send ``ensure_months`` first."""
     months = {month_start(t) for t in times}
     return bool(months) and not known.covers(alias, months, now)
+
+
+class Months:
+    """The engine's :class:`~django_pgsched.engine.ports.RunMonths` port: monthly partitions."""
+
+    def needs_ensuring(self, alias: str, times: Iterable[datetime], now: datetime) -> bool:
+        return needs_ensuring(alias, times, now)
+
+    def ensure(self, conn: BaseDatabaseWrapper, times: Iterable[datetime]) -> int:
+        return ensure(conn, times)
+
+    def statement(
+        self, times: Iterable[datetime]
+    ) -> tuple[queries.Statement[EnsuredMonths], dict[str, Any]]:
+        return queries.ENSURE_MONTHS, {"times": sorted(times)}

@@ -33,7 +33,7 @@ from ..bounds import time_error
 from ..conf import get_settings
 from ..engine import queries, rows
 from ..registry import validate_job_name, validate_queue
-from . import discovery, results, wakeup
+from . import index, results, wakeup
 from .arguments import clean_call
 from .compat import (
     BaseTaskBackend,
@@ -79,7 +79,7 @@ class PgschedBackend(BaseTaskBackend):
     def enqueue(self, task: Task[P, R], args: Any, kwargs: Any) -> TaskResult[P, R]:
         """Write the task's run; it is visible to workers when the transaction commits."""
         self.validate_task(task)
-        known = discovery.get_task(task.module_path)
+        known = index.get_task(task.module_path)
         if known is None or known.func is not task.func:
             raise InvalidTask(
                 f"{task.module_path} is not a task the scheduler's workers can find: define it "

@@ -28,12 +28,11 @@ from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.utils.module_loading import autodiscover_modules
 
 from ..registry import JobSpec, get_job, register, validate_job_name
+from . import index
 from .compat import Task
 from .names import job_name
 
 logger = logging.getLogger(__name__)
-
-_tasks: dict[str, Task[..., Any]] = {}
 
 
 def _defined_in(module: ModuleType) -> list[Task[..., Any]]:
@@ -63,7 +62,7 @@ def _add(task: Task[..., Any]) -> None:
     existing = get_job(name)
     if existing is not None and existing.runner is None:
         raise ImproperlyConfigured(f"job name {name!r} is taken by a @job; rename that job")
-    _tasks[path] = task
+    index.add(path, task)
     register(
         JobSpec(
             name=name,
@@ -110,10 +109,5 @@ def discover() -> None:
             _add(task)
 
 
-def get_task(module_path: str) -> Task[..., Any] | None:
-    """The task defined at ``module_path``, if an installed app defines it."""
-    return _tasks.get(module_path)
-
-
-def all_tasks() -> dict[str, Task[..., Any]]:
-    return dict(_tasks)
+get_task = index.get_task
+all_tasks = index.all_tasks

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import async_to_sync
 
 from ..context import RunContext
-from . import discovery, forwarding, results
+from . import forwarding, index, results
 from .arguments import dump_return_value
 from .compat import TaskResult, TaskResultStatus, task_backends, task_finished, task_started
 from .context import PgschedTaskContext
@@ -46,7 +46,7 @@ CANCEL_POLL = 0.05  # seconds between looks at an async task's context
 
 def run_claim(module_path: str, claim: Claim) -> str | None:
     """Run the task of ``claim``; return the JSON text of its return value."""
-    task = discovery.get_task(module_path)
+    task = index.get_task(module_path)
     if task is None:  # pragma: no cover - the registry entry exists only for known tasks
         raise LookupError(f"task {module_path!r} is not defined here")
     call = claim.task_call

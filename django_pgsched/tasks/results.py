@@ -24,7 +24,7 @@ from typing import Any
 
 from ..conf import get_settings
 from ..models import Attempt, JobRun, RunStatus
-from . import discovery, exceptions
+from . import exceptions, index
 from .compat import Task, TaskError, TaskResult, TaskResultDoesNotExist, TaskResultStatus
 from .names import PREFIX, module_path
 
@@ -104,7 +104,7 @@ def task_of_claim(
 
 def to_result(run: JobRun, attempts: Sequence[Attempt]) -> TaskResult[..., Any]:
     path = module_path(run.job)
-    task = discovery.get_task(path) if path else None
+    task = index.get_task(path) if path else None
     if task is None:
         raise TaskResultDoesNotExist(
             f"run {run.pk} is of {run.job!r}, which is not a task this code defines"
