@@ -36,7 +36,7 @@ class Settings:
 
     # planner
     PLANNER_INTERVAL: timedelta = timedelta(seconds=1)
-    PLANNER_LOOKAHEAD: timedelta = timedelta(seconds=5)
+    PLANNER_LOOKAHEAD: timedelta = timedelta(seconds=30)
     PLANNER_BATCH: int = 500
     MISFIRE_GRACE: timedelta = timedelta(seconds=60)
     DEFAULT_MISFIRE_POLICY: str = MisfirePolicy.LATEST.value

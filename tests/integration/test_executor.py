@@ -25,6 +25,13 @@ from tests.conftest import seconds
 from tests.testapp import jobs
 
 
+@pytest.fixture(autouse=True)
+def _seed_lookahead(settings: Any) -> None:
+    """This module's times are written for the seed's 5 s planner lookahead (the default
+    is 30 s: conf.py)."""
+    settings.PGSCHED = {**getattr(settings, "PGSCHED", {}), "PLANNER_LOOKAHEAD": 5}
+
+
 def now_db():
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement_timestamp()")
@@ -441,13 +448,17 @@ def test_reaper_skips_rows_locked_by_another_connection(transactional_db, other_
     assert Reaper().run_once().retried == 1
 
 
-def test_retention_deletes_old_terminal_runs_with_their_attempts(db):
+def test_retention_deletes_old_terminal_runs_with_their_attempts(db, settings):
+    # a month goes once it ended before the cutoff: the old run's month (two back, which
+    # conftest makes) ended at least 28 days ago, whatever the day of the month today
+    settings.PGSCHED = {**getattr(settings, "PGSCHED", {}), "RETENTION": timedelta(days=20)}
     old = enqueue("tests.noop")
     Executor(concurrency=1, inline=True).run_once()
     fresh = enqueue("tests.noop")
     pending = enqueue("tests.noop", run_at=now_db() + timedelta(days=1))
     Executor(concurrency=1, inline=True).run_once()
-    month_ago = now_db().replace(microsecond=0) - timedelta(days=31)
+    this_month = now_db().replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    month_ago = (this_month - timedelta(days=32)).replace(day=2)  # two months back, the 2nd
     JobRun.objects.filter(pk=old.pk).update(
         scheduled_for=month_ago, fire_after=month_ago, finished_at=month_ago + seconds(1)
     )

@@ -8,6 +8,8 @@ failure anywhere before the commit leaves nothing behind.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.db import connection
 
@@ -16,6 +18,14 @@ from django_pgsched.engine import failpoints
 from django_pgsched.engine.planner import Planner
 from django_pgsched.models import JobRun, Schedule, ScheduleStatus
 from tests.conftest import at
+
+
+@pytest.fixture(autouse=True)
+def _seed_lookahead(settings: Any) -> None:
+    """This module's times are written for the seed's 5 s planner lookahead (the default
+    is 30 s: conf.py)."""
+    settings.PGSCHED = {**getattr(settings, "PGSCHED", {}), "PLANNER_LOOKAHEAD": 5}
+
 
 T = at("2026-03-01 12:00:00")
 
