@@ -124,14 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                     f" p99 {cell['p99_ms'] or float('nan'):.0f} ms, load {cell['load'][0]:.2f}",
                     flush=True,
                 )
-    if args.out:
-        Path(args.out).write_text(
-            json.dumps(
-                {"args": vars(args), "machine": machine.describe(), "results": results},
-                indent=2,
-                default=str,
-            )
-        )
+    machine.write_results(args.out, args, results)
     return 0
 
 

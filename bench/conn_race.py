@@ -104,14 +104,7 @@ def main(argv: list[str] | None = None) -> int:
                     f" {cell['replica_cpu_s']} s, load {cell['load'][0]:.2f}",
                     flush=True,
                 )
-    if args.out:
-        Path(args.out).write_text(
-            json.dumps(
-                {"args": vars(args), "machine": machine.describe(), "results": results},
-                indent=2,
-                default=str,
-            )
-        )
+    machine.write_results(args.out, args, results)
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import subprocess
@@ -74,3 +75,12 @@ def describe() -> dict[str, Any]:
         "versions": versions(),
         "git": git_state(),
     }
+
+
+def write_results(path: str | None, args: Any, results: Any, **extra: Any) -> None:
+    """A diagnostic's results as JSON at ``path`` (nothing when None): its arguments, this
+    machine, ``extra`` and the results."""
+    if path is None:
+        return
+    document = {"args": vars(args), "machine": describe(), **extra, "results": results}
+    Path(path).write_text(json.dumps(document, indent=2, default=str))

@@ -342,6 +342,31 @@ CREATE UNIQUE INDEX run_key ON run (idempotency_key, scheduled_for);
 CREATE INDEX run_recent ON run (scheduled_for, id);
 """
 
+# (a) and (b): the attempt of each ended live row, and the claim on the live table (a HOT
+# update: no index names a column it writes)
+LIVE_RECORD_AND_CLAIM = """
+recorded AS (
+    INSERT INTO attempt (job_run_id, run_scheduled_for, number, status, started_at,
+                         finished_at, worker)
+    SELECT e.id, e.scheduled_for, e.attempts, 'succeeded', e.started_at, clock.now, e.worker
+      FROM ended e, clock
+),
+claimable AS MATERIALIZED (
+    SELECT l.id
+      FROM live l
+     WHERE l.fire_after <= (SELECT now FROM clock)
+       AND (l.claimed_by IS NULL OR l.claim_expires_at < (SELECT now FROM clock))
+     ORDER BY l.priority, l.fire_after, l.id
+     LIMIT %(limit)s
+       FOR NO KEY UPDATE OF l SKIP LOCKED
+)
+UPDATE live l
+   SET status = 'r', attempts = l.attempts + 1, claimed_by = gen_random_uuid(),
+       worker = 'storage', started_at = clock.now, claim_expires_at = clock.now + l.timeout * 2
+  FROM claimable c, clock
+ WHERE l.id = c.id
+"""
+
 NARROW = Design(
     "narrow",
     "proto_narrow",
@@ -401,27 +426,9 @@ finished AS (
      WHERE r.id = e.id AND r.scheduled_for = e.scheduled_for
     RETURNING r.id
 ),
-recorded AS (
-    INSERT INTO attempt (job_run_id, run_scheduled_for, number, status, started_at,
-                         finished_at, worker)
-    SELECT e.id, e.scheduled_for, e.attempts, 'succeeded', e.started_at, clock.now, e.worker
-      FROM ended e, clock
-),
-claimable AS MATERIALIZED (
-    SELECT l.id
-      FROM live l
-     WHERE l.fire_after <= (SELECT now FROM clock)
-       AND (l.claimed_by IS NULL OR l.claim_expires_at < (SELECT now FROM clock))
-     ORDER BY l.priority, l.fire_after, l.id
-     LIMIT %(limit)s
-       FOR NO KEY UPDATE OF l SKIP LOCKED
-)
-UPDATE live l
-   SET status = 'r', attempts = l.attempts + 1, claimed_by = gen_random_uuid(),
-       worker = 'storage', started_at = clock.now, claim_expires_at = clock.now + l.timeout * 2
-  FROM claimable c, clock
- WHERE l.id = c.id
-RETURNING l.id, l.claimed_by, l.job,
+"""
+    + LIVE_RECORD_AND_CLAIM
+    + """RETURNING l.id, l.claimed_by, l.job,
           (SELECT r.kwargs::text FROM run r
             WHERE r.id = l.id AND r.scheduled_for = l.scheduled_for),
           l.attempts, l.timeout
@@ -497,27 +504,9 @@ finished AS (
            e.timeout, e.tenant, e.worker, e.started_at, clock.now, e.created_at
       FROM ended e, clock
 ),
-recorded AS (
-    INSERT INTO attempt (job_run_id, run_scheduled_for, number, status, started_at,
-                         finished_at, worker)
-    SELECT e.id, e.scheduled_for, e.attempts, 'succeeded', e.started_at, clock.now, e.worker
-      FROM ended e, clock
-),
-claimable AS MATERIALIZED (
-    SELECT l.id
-      FROM live l
-     WHERE l.fire_after <= (SELECT now FROM clock)
-       AND (l.claimed_by IS NULL OR l.claim_expires_at < (SELECT now FROM clock))
-     ORDER BY l.priority, l.fire_after, l.id
-     LIMIT %(limit)s
-       FOR NO KEY UPDATE OF l SKIP LOCKED
-)
-UPDATE live l
-   SET status = 'r', attempts = l.attempts + 1, claimed_by = gen_random_uuid(),
-       worker = 'storage', started_at = clock.now, claim_expires_at = clock.now + l.timeout * 2
-  FROM claimable c, clock
- WHERE l.id = c.id
-RETURNING l.id, l.claimed_by, l.job, l.kwargs::text, l.attempts, l.timeout
+"""
+    + LIVE_RECORD_AND_CLAIM
+    + """RETURNING l.id, l.claimed_by, l.job, l.kwargs::text, l.attempts, l.timeout
 """,
     ("schedule", "run", "attempt", "occurrence", "live"),
 )
@@ -854,19 +843,7 @@ def main(argv: list[str] | None = None) -> int:
                 results.setdefault(name, []).append(cell)
                 print(f"rep {rep + 1} {name:7}: {_line(cell)}", flush=True)
         settings = cluster.settings()
-    if args.out:
-        Path(args.out).write_text(
-            json.dumps(
-                {
-                    "args": vars(args),
-                    "machine": machine.describe(),
-                    "server": settings,
-                    "results": results,
-                },
-                indent=2,
-                default=str,
-            )
-        )
+    machine.write_results(args.out, args, results, server=settings)
     return 0
 
 

@@ -62,6 +62,13 @@ def _slot_threads_end(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         slots.stop_threads(timeout=5.0)
 
 
+@pytest.fixture
+def seed_lookahead(settings: Any) -> None:
+    """The seed's 5 s planner lookahead (the default is 30 s: conf.py), for the tests
+    whose times are written for it."""
+    settings.PGSCHED = {**getattr(settings, "PGSCHED", {}), "PLANNER_LOOKAHEAD": 5}
+
+
 @pytest.fixture(autouse=True)
 def _clear_calls() -> Iterator[None]:
     jobs.CALLS.clear()

@@ -41,7 +41,8 @@ class JobConnections:
         self._extended: dict[str, Any] = {}
 
     def tidy(self) -> None:
-        if self.keep_for is None:
+        keep_for = self.keep_for
+        if keep_for is None:
             close_old_connections()
             return
         for conn in connections.all(initialized_only=True):
@@ -50,7 +51,7 @@ class JobConnections:
                 self._extended.pop(conn.alias, None)
                 continue
             if self._extended.get(conn.alias) is not raw:
-                self._extend(conn, raw)
+                self._extend(conn, raw, keep_for)
             if _left_in_transaction(conn, raw):
                 logger.warning(
                     "a job left a transaction open on database %r; its connection was closed",
@@ -60,14 +61,14 @@ class JobConnections:
                 continue
             conn.close_if_unusable_or_obsolete()
 
-    def _extend(self, conn: Any, raw: Any) -> None:
-        """A connection opened since the last look: keep it for ``keep_for`` at least."""
+    def _extend(self, conn: Any, raw: Any, keep_for: float) -> None:
+        """A connection opened since the last look: keep it ``keep_for`` seconds at least."""
         self._extended[conn.alias] = raw
         max_age = conn.settings_dict.get("CONN_MAX_AGE", 0)
-        if max_age is None or conn.close_at is None or self.keep_for is None:
+        if max_age is None or conn.close_at is None:
             return  # persistent for ever already
         # Django set close_at = opened + CONN_MAX_AGE when it connected
-        conn.close_at = conn.close_at - max_age + max(max_age, self.keep_for)
+        conn.close_at = conn.close_at - max_age + max(max_age, keep_for)
 
 
 def _left_in_transaction(conn: Any, raw: Any) -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from django.db import connection
@@ -21,12 +20,8 @@ from django_pgsched.engine.planner import Planner
 from django_pgsched.models import JobRun, Schedule, db_now
 from tests.conftest import at
 
-
-@pytest.fixture(autouse=True)
-def _seed_lookahead(settings: Any) -> None:
-    """This module's times are written for the seed's 5 s planner lookahead (the default
-    is 30 s: conf.py)."""
-    settings.PGSCHED = {**getattr(settings, "PGSCHED", {}), "PLANNER_LOOKAHEAD": 5}
+# this module's times are written for the seed's 5 s planner lookahead (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("seed_lookahead")
 
 
 T = at("2026-03-01 12:00:00")

@@ -24,12 +24,8 @@ from django_pgsched.models import Attempt, JobRun
 from tests.conftest import seconds
 from tests.testapp import jobs
 
-
-@pytest.fixture(autouse=True)
-def _seed_lookahead(settings: Any) -> None:
-    """This module's times are written for the seed's 5 s planner lookahead (the default
-    is 30 s: conf.py)."""
-    settings.PGSCHED = {**getattr(settings, "PGSCHED", {}), "PLANNER_LOOKAHEAD": 5}
+# this module's times are written for the seed's 5 s planner lookahead (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("seed_lookahead")
 
 
 def now_db():

@@ -8,7 +8,6 @@ reason) and written in the planner's own statement.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from django.db import connection
@@ -20,12 +19,8 @@ from django_pgsched.models import JobRun, Schedule, SkippedRange, db_now
 from django_pgsched.statuses import COUNTED_REASONS
 from tests.conftest import at, seconds
 
-
-@pytest.fixture(autouse=True)
-def _seed_lookahead(settings: Any) -> None:
-    """This module's times are written for the seed's 5 s planner lookahead (the default
-    is 30 s: conf.py)."""
-    settings.PGSCHED = {**getattr(settings, "PGSCHED", {}), "PLANNER_LOOKAHEAD": 5}
+# this module's times are written for the seed's 5 s planner lookahead (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("seed_lookahead")
 
 
 T = at("2026-03-01 12:00:00")

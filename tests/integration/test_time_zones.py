@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -16,12 +15,8 @@ from django_pgsched.ops.sync import sync_schedules
 from django_pgsched.timing import jitter
 from tests.conftest import at
 
-
-@pytest.fixture(autouse=True)
-def _seed_lookahead(settings: Any) -> None:
-    """This module's times are written for the seed's 5 s planner lookahead (the default
-    is 30 s: conf.py)."""
-    settings.PGSCHED = {**getattr(settings, "PGSCHED", {}), "PLANNER_LOOKAHEAD": 5}
+# this module's times are written for the seed's 5 s planner lookahead (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("seed_lookahead")
 
 
 BEFORE_GAP = at("2026-03-28 01:59:30")  # Berlin 02:59:30 CET, the day before clocks go forward

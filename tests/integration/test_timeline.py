@@ -16,12 +16,8 @@ from django_pgsched.ledger.timeline import occurrences
 from django_pgsched.models import Schedule
 from tests.conftest import at, seconds
 
-
-@pytest.fixture(autouse=True)
-def _seed_lookahead(settings: Any) -> None:
-    """This module's times are written for the seed's 5 s planner lookahead (the default
-    is 30 s: conf.py)."""
-    settings.PGSCHED = {**getattr(settings, "PGSCHED", {}), "PLANNER_LOOKAHEAD": 5}
+# this module's times are written for the seed's 5 s planner lookahead (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("seed_lookahead")
 
 
 T = at("2026-03-01 12:00:00")
