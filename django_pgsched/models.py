@@ -26,7 +26,6 @@ from .limits import (
     MAX_MISFIRE_GRACE,
     MAX_START_DEADLINE,
     MIN_START_DEADLINE,
-    MIN_TIMEOUT,
 )
 from .payload import validate_kwargs
 from .registry import require_job, validate_max_attempts, validate_queue, validate_timeout
@@ -654,8 +653,11 @@ class JobRun(models.Model):
         db_default=RunStatus.PENDING,
     )
     fire_after = models.DateTimeField()
-    attempts = models.PositiveSmallIntegerField(default=0, db_default=0)
-    max_attempts = models.PositiveSmallIntegerField()
+    # SmallIntegerField, not Positive...: pgsched_run_attempts_range and
+    # pgsched_run_max_attempts_range bound both (a second CHECK of the same bound costs
+    # every statement that writes a run; migration 0026)
+    attempts = models.SmallIntegerField(default=0, db_default=0)
+    max_attempts = models.SmallIntegerField()
     timeout = models.DurationField()
     claimed_by = models.UUIDField(null=True, blank=True, help_text="Lease token of the claim.")
     worker = models.CharField(
@@ -752,10 +754,6 @@ class JobRun(models.Model):
                 condition=models.Q(attempts__lte=models.F("max_attempts"))
                 & (~models.Q(status="retrying") | models.Q(attempts__lt=models.F("max_attempts"))),
                 name="pgsched_run_attempts_within_max",
-            ),
-            models.CheckConstraint(
-                condition=models.Q(timeout__gte=MIN_TIMEOUT),
-                name="pgsched_run_timeout_positive",
             ),
             # a lease exists exactly while the run is running
             models.CheckConstraint(

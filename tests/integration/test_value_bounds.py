@@ -178,6 +178,10 @@ TIMES = [
     ("pgsched_job_run", "started_at = '-infinity'", "pgsched_run_times_range"),
     ("pgsched_job_run", "finished_at = '10000-01-01'", "pgsched_run_times_range"),
     ("pgsched_job_run", "timeout = interval '8 days'", "pgsched_run_timeout_range"),
+    ("pgsched_job_run", "timeout = interval '0 seconds'", "pgsched_run_timeout_range"),
+    ("pgsched_job_run", "attempts = -1", "pgsched_run_attempts_range"),
+    ("pgsched_job_run", "max_attempts = -1",
+     "pgsched_run_(max_attempts_range|attempts_within_max)"),
     ("pgsched_job_run", f"task_call = {nested_sql(3000)}", "pgsched_run_json_readable"),
     ("pgsched_job_run", "timeout = interval '100000000 years'", "pgsched_run_timeout_range"),
     ("pgsched_job_run", f"kwargs = {nested_sql(3000)}", "pgsched_run_json_readable"),
@@ -201,6 +205,25 @@ def test_the_database_refuses_every_value_out_of_bounds(db, table, assignment, c
     with pytest.raises(IntegrityError, match=constraint), transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute(f"UPDATE {table} SET {assignment}")
+
+
+def test_no_check_of_the_run_table_repeats_another(db):
+    """Each CHECK costs every statement that writes a run (prepared per statement, evaluated
+    per row), so none repeats a bound another holds: Django's ``attempts >= 0`` and
+    ``max_attempts >= 0`` of a PositiveSmallIntegerField, and ``timeout >= 1 s`` beside
+    pgsched_run_timeout_range, went in migration 0026."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT conname FROM pg_constraint"
+            " WHERE conrelid = 'pgsched_job_run'::regclass AND contype = 'c' ORDER BY conname"
+        )
+        names = [name for (name,) in cursor.fetchall()]
+    assert not {
+        "pgsched_job_run_attempts_check",
+        "pgsched_job_run_max_attempts_check",
+        "pgsched_run_timeout_positive",
+    } & set(names)
+    assert len(names) == 16, names
 
 
 def test_a_run_at_the_bounds_of_time_is_accepted(db):
