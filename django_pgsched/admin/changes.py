@@ -18,6 +18,7 @@ from django.utils.safestring import SafeString
 
 from ..audit import changes
 from ..audit.models import ScheduleChange
+from ..digits import ascii_int
 from ..models import Schedule
 from .common import TIME, BoundedCountPaginator
 
@@ -88,8 +89,9 @@ class ScheduleChangeAdmin(ChangeAdminBase):
     def get_queryset(self, request: HttpRequest) -> QuerySet[ScheduleChange]:
         qs = super().get_queryset(request)
         schedule_id = request.GET.get("schedule_id")
-        if schedule_id and schedule_id.isdigit():  # the link from a schedule's page
-            qs = qs.filter(schedule_id=int(schedule_id))
+        if schedule_id:  # the link from a schedule's page
+            pk = ascii_int(schedule_id, high=2**63 - 1)
+            qs = qs.filter(schedule_id=pk) if pk is not None else qs.none()
         return qs
 
     def lookup_allowed(self, lookup: str, value: str, request: Any = None) -> bool:

@@ -27,6 +27,7 @@ from django.utils.safestring import SafeString
 
 from .. import api
 from ..conf import get_settings
+from ..digits import ascii_int
 from ..models import CLAIMABLE_STATUSES, Attempt, JobRun, RunStatus, Schedule, db_now
 from ..registry import all_jobs
 from ..timing import describe
@@ -375,8 +376,8 @@ class JobRunAdmin(JobRunAdminBase):
         term = search_term.strip()
         if not term:
             return queryset, False
-        if term.isdigit() and len(term) < 19:
-            return queryset.filter(pk=int(term)), False
+        if (pk := ascii_int(term, high=2**63 - 1)) is not None:
+            return queryset.filter(pk=pk), False
         return queryset.filter(idempotency_key=term), False
 
     def get_object(

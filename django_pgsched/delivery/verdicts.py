@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any
 
+from ..digits import ascii_int_capped
 from .client import Exchange
 from .request import RequestSpec
 from .settings import HttpSettings
@@ -49,8 +50,8 @@ def retry_after(value: str | None, *, date: str | None, now: datetime) -> float 
     if value is None:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(min(int(value), 10**9))
+    if (seconds := ascii_int_capped(value, cap=10**9)) is not None:
+        return float(seconds)
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):

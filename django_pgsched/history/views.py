@@ -21,6 +21,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.cache import patch_cache_control, patch_vary_headers
 
 from ..conf import get_settings
+from ..digits import ascii_int
 from ..models import Attempt, JobRun
 from .access import request_tenant
 from .cursors import InvalidParameter
@@ -113,9 +114,10 @@ def run_list(request: HttpRequest) -> HttpResponse:
         limit_text = _one(request, "limit")
         limit = 100
         if limit_text is not None:
-            if not limit_text.isdigit() or len(limit_text) > 6:
+            parsed = ascii_int(limit_text, high=999_999)  # check_query bounds it further
+            if parsed is None:
                 raise InvalidParameter("limit", f"expected an integer, got {limit_text!r}")
-            limit = int(limit_text)
+            limit = parsed
         query = check_query(
             tenant=tenant,
             schedule=_one(request, "schedule"),
@@ -140,10 +142,11 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
         name = sorted(request.GET)[0]
         return _error(f"{name}: not a parameter of this API (it takes none)", 400)
     not_found = _error("run not found", 404)
-    if not run_id.isdigit() or len(run_id) > 19 or int(run_id) > MAX_ID:
+    pk = ascii_int(run_id, high=MAX_ID)
+    if pk is None:
         return not_found
     alias = get_settings().DATABASE_ALIAS
-    runs = JobRun.objects.using(alias).filter(pk=int(run_id))
+    runs = JobRun.objects.using(alias).filter(pk=pk)
     if not isinstance(tenant, _AllTenants):
         runs = runs.filter(tenant=tenant)
     run = runs.only(*RUN_FIELDS).first()

@@ -16,6 +16,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from ..conf import get_settings
+from ..digits import ascii_int
 from ..history.cursors import InvalidParameter
 from ..history.queries import _AllTenants
 from ..history.views import _datetime, _error, _json, _one, _resolve, require_safe
@@ -42,11 +43,12 @@ def schedule_occurrences(request: HttpRequest, name: str) -> HttpResponse:
         limit_text = _one(request, "limit")
         limit = 100
         if limit_text is not None:
-            if not limit_text.isdigit() or not 1 <= int(limit_text) <= MAX_OCCURRENCES:
+            parsed = ascii_int(limit_text, low=1, high=MAX_OCCURRENCES)
+            if parsed is None:
                 raise InvalidParameter(
                     "limit", f"expected an integer from 1 to {MAX_OCCURRENCES}, got {limit_text!r}"
                 )
-            limit = int(limit_text)
+            limit = parsed
         start = _datetime("since", since) if since is not None else None
         end = _datetime("until", until) if until is not None else None
         if start is not None and end is not None and start >= end:

@@ -163,6 +163,20 @@ def test_the_admin_records_its_user_and_shows_the_trail(admin_client, admin_user
     assert listing.status_code == 200 and s.name in listing.content.decode()
 
 
+@pytest.mark.parametrize("term", ["²", "١٢", "9" * 5000])
+def test_the_admin_reads_no_number_from_digits_int_cannot(admin_client, make_schedule, term):
+    """``"²".isdigit()`` is true and ``int("²")`` raises: the run search and the change
+    trail's schedule link answered 500 for it (and for 5,000 digits)."""
+    s = make_schedule(cron="0 * * * * *")
+    runs = admin_client.get(reverse("admin:pgsched_jobrun_changelist"), {"q": term})
+    assert runs.status_code == 200
+    listing = admin_client.get(
+        reverse("admin:pgsched_schedulechange_changelist"), {"schedule_id": term}
+    )
+    assert listing.status_code in (200, 302), listing.status_code
+    assert s.name not in listing.content.decode()
+
+
 def test_an_admin_edit_and_bulk_action_are_recorded_as_the_user(
     admin_client, admin_user, make_schedule
 ):

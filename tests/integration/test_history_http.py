@@ -134,6 +134,9 @@ def test_one_run_with_its_attempts(client, world, tenants):
         ({"limit": "-1"}, "limit"),
         ({"limit": "1e3"}, "limit"),
         ({"limit": "100000000"}, "limit"),
+        ({"limit": "²"}, "limit"),  # "²".isdigit() is true and int("²") raises: was a 500
+        ({"limit": "١٢"}, "limit"),  # digits of another script
+        ({"limit": "9" * 5000}, "limit"),  # int() refuses 4,300 digits or more
         ({"schedule": "x" * 201}, "schedule"),
         ({"cursor": "garbage"}, "cursor"),
         ({"page": "2"}, "page"),
@@ -144,6 +147,19 @@ def test_a_bad_parameter_answers_400_naming_it(client, world, tenants, params, p
     response = get(client, URL, "acme", **params)
     assert response.status_code == 400, response.content
     assert response.json()["error"].startswith(f"{parameter}: "), response.json()
+
+
+@pytest.mark.parametrize("run_id", ["²", "١٢", "9" * 5000, "0" * 30 + "1"])
+def test_a_run_id_that_is_not_ascii_digits_in_range_is_not_found(client, world, tenants, run_id):
+    response = get(client, f"{URL}{run_id}/", "acme")
+    assert response.status_code == 404, response.content
+
+
+@pytest.mark.parametrize("limit", ["²", "١٢", "9" * 5000, "0"])
+def test_the_ledger_limit_is_ascii_digits_in_range(client, world, tenants, limit):
+    response = get(client, "/scheduler/schedules/acme-report/occurrences/", "acme", limit=limit)
+    assert response.status_code == 400, response.content
+    assert response.json()["error"].startswith("limit: ")
 
 
 def test_refusals_and_methods(client, world, tenants):

@@ -131,6 +131,12 @@ def test_retry_after_forms():
     assert retry_after("soon", date=None, now=now) is None
     assert retry_after("-5", date=None, now=now) is None
     assert retry_after(None, date=None, now=now) is None
+    # digits of other scripts are not a delay ("²".isdigit() is true; int("²") raises)
+    assert retry_after("²", date=None, now=now) is None
+    assert retry_after("١٢", date=None, now=now) is None
+    # 5,000 digits (int() refuses 4,300 or more) read as the cap, as a long delay does
+    assert retry_after("9" * 5000, date=None, now=now) == 10**9
+    assert retry_after("0" * 5000 + "7", date=None, now=now) == 7
 
 
 @pytest.mark.parametrize(
