@@ -68,14 +68,24 @@ def http(context: RunContext, **kwargs: Any) -> None:
 
 
 def _headers(
-    spec: RequestSpec, settings: HttpSettings, context: RunContext, body: bytes, timestamp: int
+    spec: RequestSpec,
+    settings: HttpSettings,
+    context: RunContext,
+    body: bytes,
+    timestamp: int,
+    *,
+    bare: bool = False,
 ) -> list[tuple[str, str]]:
-    given = {name.lower() for name, _ in spec.headers}
+    """The request's headers; ``bare``: to another origin than the schedule's (a redirect),
+    without the schedule's own headers and without the signature."""
+    given = {name.lower() for name, _ in spec.headers} if not bare else set()
     headers: list[tuple[str, str]] = []
     if "user-agent" not in given:
         headers.append(("User-Agent", settings.USER_AGENT))
     if spec.content_type and body and "content-type" not in given:
         headers.append(("Content-Type", spec.content_type))
+    if bare:
+        return headers
     headers.extend(spec.headers)
     keys = settings.SIGNING_SECRETS.get(spec.signing_secret, ()) if spec.signing_secret else ()
     headers.extend(webhook_headers(context.idempotency_key, timestamp, body, keys))
@@ -104,6 +114,7 @@ def deliver(context: RunContext, kwargs: dict[str, Any]) -> None:
     target: Target = spec.target
     method, body = spec.method, spec.body
     hops: list[dict[str, Any]] = []
+    bare = False  # a redirect left the schedule's origin: no headers of its own, no signature
     while True:
         try:
             vetted = vet(target, settings, timeout=deadline - time.monotonic())
@@ -117,7 +128,7 @@ def deliver(context: RunContext, kwargs: dict[str, Any]) -> None:
             _failed(context, admission, url, f"resolve: {exc}", retry=True)
         timestamp = int(time.time())
         try:
-            headers = _headers(spec, settings, context, body, timestamp)
+            headers = _headers(spec, settings, context, body, timestamp, bare=bare)
         except SigningError as exc:
             raise Fail(str(exc), retry=False) from None
         request = client.Outgoing(
@@ -146,10 +157,18 @@ def deliver(context: RunContext, kwargs: dict[str, Any]) -> None:
         if exchange.status in REDIRECTS and location and len(hops) < settings.MAX_REDIRECTS:
             hops.append({"status": exchange.status, "from": target.url, "to": location[:2048]})
             try:
-                target = parse_url(urljoin(target.url, location), settings)
+                following = parse_url(urljoin(target.url, location), settings)
             except Refused as exc:
                 context.detail["refused"] = str(exc)
                 raise Fail(f"redirect refused: {exc}; not followed", retry=False) from None
+            if target.scheme == "https" and following.scheme == "http":
+                refusal = f"redirect from https to http ({following.origin}): a downgrade"
+                context.detail["refused"] = refusal
+                raise Fail(f"redirect refused: {refusal}; not followed", retry=False)
+            # The schedule's headers (Authorization, cookies) and the signature are its
+            # origin's own: once a redirect leaves that origin, neither is sent again.
+            bare = bare or following.origin != spec.target.origin
+            target = following
             if exchange.status == 303 or (exchange.status in (301, 302) and method != "HEAD"):
                 method, body = ("GET" if method != "HEAD" else method), b""
             continue

@@ -259,6 +259,44 @@ def test_a_followed_redirect_is_vetted_and_sent_again(db, server):
     assert attempts(run)[0].detail["redirects"][0]["status"] == 302
 
 
+def test_a_redirect_to_another_origin_carries_neither_the_headers_nor_a_signature(db, server):
+    """The schedule's Authorization and cookies, and a fresh signature, were re-sent to
+    whatever origin a Location named; the same origin's redirect keeps them."""
+    secret_headers = {"Authorization": "Bearer s3cret", "Cookie": "session=abc"}
+    with delivering(server, MAX_REDIRECTS=3):
+        elsewhere = server.url("/ok", host="hooks.test")  # another origin, same server
+        away = deliver(
+            server.url(f"/redirect?to={elsewhere}"),
+            headers=secret_headers,
+            signing_secret="main",
+        )
+        home = deliver(
+            server.url("/redirect?to=/ok?same=1"), headers=secret_headers, signing_secret="main"
+        )
+    assert away.status == "succeeded" and home.status == "succeeded"
+    first, second, third, fourth = server.requests
+    assert first.headers["authorization"] == "Bearer s3cret"
+    assert second.headers["host"] == f"hooks.test:{server.port}"
+    assert not {"authorization", "cookie", "webhook-signature", "webhook-id"} & set(
+        second.headers
+    ), second.headers
+    # the same origin: the schedule's headers and a signature, as on the first request
+    assert third.path == "/redirect?to=/ok?same=1" and fourth.path == "/ok?same=1"
+    assert fourth.headers["authorization"] == "Bearer s3cret"
+    assert fourth.headers["cookie"] == "session=abc"
+    assert "webhook-signature" in fourth.headers
+
+
+def test_a_redirect_from_https_to_http_is_refused(db, tls_server):
+    with delivering(tls_server, MAX_REDIRECTS=3):
+        down = f"http://hooks.test:{tls_server.port}/ok"
+        run = deliver(tls_server.url(f"/redirect?to={down}", host="hooks.test"))
+    assert run.status == "failed"
+    (attempt,) = attempts(run)
+    assert "https to http" in attempt.error and "not followed" in attempt.error
+    assert len(tls_server.requests) == 1
+
+
 def test_a_name_resolving_to_loopback_is_refused_without_the_allowance(db, server):
     with delivering(None, ALLOW_PORTS=[server.port]):
         run = deliver(server.url("/ok", host="internal.test"))
