@@ -67,9 +67,12 @@ def enqueue(
         clean_kwargs = validate_kwargs(
             kwargs, max_bytes=settings.MAX_PAYLOAD_BYTES, max_depth=settings.MAX_PAYLOAD_DEPTH
         )
-        if spec.check_kwargs is not None:
-            run_timeout = timeout if isinstance(timeout, timedelta) else spec.timeout
-            clean_kwargs = spec.check_kwargs(clean_kwargs, run_timeout or settings.DEFAULT_TIMEOUT)
+        run_timeout = timeout if isinstance(timeout, timedelta) else spec.timeout
+        clean_kwargs = spec.checked_kwargs(
+            clean_kwargs,
+            run_timeout or settings.DEFAULT_TIMEOUT,
+            tenant=tenant if isinstance(tenant, str) else "",
+        )
     except ValidationError as exc:
         errors["kwargs"] = exc.messages
     if run_at is not None and (not isinstance(run_at, datetime) or timezone.is_naive(run_at)):

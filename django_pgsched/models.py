@@ -443,9 +443,13 @@ class Schedule(models.Model):
                 max_bytes=settings.MAX_PAYLOAD_BYTES,
                 max_depth=settings.MAX_PAYLOAD_DEPTH,
             )
-            if spec is not None and spec.check_kwargs is not None:
+            if spec is not None:
                 timeout = self.timeout if isinstance(self.timeout, timedelta) else spec.timeout
-                self.kwargs = spec.check_kwargs(self.kwargs, timeout or settings.DEFAULT_TIMEOUT)
+                self.kwargs = spec.checked_kwargs(
+                    self.kwargs,
+                    timeout or settings.DEFAULT_TIMEOUT,
+                    tenant=self.tenant if isinstance(self.tenant, str) else "",
+                )
         except ValidationError as exc:
             add("kwargs", exc)
         if self.cron == "":

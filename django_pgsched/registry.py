@@ -48,6 +48,29 @@ class JobSpec:
     # claim order among due runs (-100..100, higher first): a django.tasks task's priority
     priority: int = 0
 
+    def checked_kwargs(
+        self, kwargs: dict[str, Any], timeout: timedelta | None, *, tenant: str
+    ) -> dict[str, Any]:
+        """``kwargs`` through the job's ``check_kwargs``, if it has one; a check that takes
+        a ``tenant`` keyword is told the schedule's or run's tenant."""
+        if self.check_kwargs is None:
+            return kwargs
+        if _takes_tenant(self.check_kwargs):
+            return self.check_kwargs(kwargs, timeout, tenant=tenant)  # type: ignore[call-arg]
+        return self.check_kwargs(kwargs, timeout)
+
+
+def _takes_tenant(check: Callable[..., Any]) -> bool:
+    try:
+        parameters = inspect.signature(check).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.kind is inspect.Parameter.VAR_KEYWORD
+        or (p.name == "tenant" and p.kind is not inspect.Parameter.POSITIONAL_ONLY)
+        for p in parameters
+    )
+
 
 _registry: dict[str, JobSpec] = {}
 
@@ -146,7 +169,8 @@ def job(
     :class:`~django_pgsched.context.RunContext` as its first argument.
     ``check_kwargs(kwargs, timeout)`` checks the kwargs of its schedules and
     runs wherever they are defined (admin, settings, ``full_clean()``,
-    ``enqueue()``): raise ``ValidationError``, or return the kwargs.
+    ``enqueue()``): raise ``ValidationError``, or return the kwargs. A check that
+    also takes a ``tenant`` keyword is given the schedule's or run's tenant.
     """
 
     def decorate(f: F) -> F:

@@ -87,7 +87,11 @@ def _headers(
     if bare:
         return headers
     headers.extend(spec.headers)
-    keys = settings.SIGNING_SECRETS.get(spec.signing_secret, ()) if spec.signing_secret else ()
+    keys = (
+        settings.secret_for(spec.signing_secret, context.tenant) or ()
+        if spec.signing_secret
+        else ()
+    )
     headers.extend(webhook_headers(context.idempotency_key, timestamp, body, keys))
     return headers
 
@@ -96,7 +100,7 @@ def deliver(context: RunContext, kwargs: dict[str, Any]) -> None:
     """One attempt of a ``pgsched.http`` run (raises Defer, Fail or LeaseLost; see the module)."""
     settings = get_settings().http
     try:
-        spec = parse_request(kwargs, settings)
+        spec = parse_request(kwargs, settings, tenant=context.tenant)
     except ValidationError as exc:
         raise Fail("; ".join(exc.messages), retry=False) from None
     url: str = kwargs["url"]

@@ -143,9 +143,14 @@ def _timeout(value: object, run_timeout: timedelta | None, errors: list[str]) ->
 
 
 def parse_request(
-    kwargs: object, settings: HttpSettings, *, run_timeout: timedelta | None = None
+    kwargs: object,
+    settings: HttpSettings,
+    *,
+    run_timeout: timedelta | None = None,
+    tenant: str = "",
 ) -> RequestSpec:
-    """Check a run's kwargs; raise ``ValidationError`` with one message per problem."""
+    """Check a run's kwargs for a run of ``tenant``; raise ``ValidationError`` with one
+    message per problem."""
     if not isinstance(kwargs, dict):
         raise ValidationError(f"kwargs: expected an object, got {kwargs!r}"[:300])
     errors: list[str] = []
@@ -170,12 +175,13 @@ def parse_request(
     timeout = _timeout(kwargs.get("timeout"), run_timeout, errors)
     secret = kwargs.get("signing_secret")
     if secret is not None and (
-        not isinstance(secret, str) or secret not in settings.SIGNING_SECRETS
+        not isinstance(secret, str) or settings.secret_for(secret, tenant) is None
     ):
-        known = ", ".join(sorted(settings.SIGNING_SECRETS)) or "none are configured"
+        # The same answer for a name that does not exist and one limited to other tenants,
+        # and never the names there are: a tenant learns nothing of another's secrets.
         errors.append(
-            f"signing_secret: no secret named {secret!r} in PGSCHED['HTTP']['SIGNING_SECRETS'] "
-            f"(names: {known})"[:400]
+            f"signing_secret: no secret named {secret!r} for this run's tenant in "
+            "PGSCHED['HTTP']['SIGNING_SECRETS']"[:400]
         )
     retry = kwargs.get("retry_statuses") or []
     if not isinstance(retry, list) or not all(s in RETRYABLE_4XX for s in retry):
@@ -199,9 +205,11 @@ def parse_request(
     )
 
 
-def validate_http_kwargs(kwargs: dict[str, Any], run_timeout: timedelta | None) -> dict[str, Any]:
+def validate_http_kwargs(
+    kwargs: dict[str, Any], run_timeout: timedelta | None, *, tenant: str = ""
+) -> dict[str, Any]:
     """The job's kwargs check for schedules and ``enqueue()`` (see ``JobSpec.check_kwargs``)."""
     from ..conf import get_settings
 
-    parse_request(kwargs, get_settings().http, run_timeout=run_timeout)
+    parse_request(kwargs, get_settings().http, run_timeout=run_timeout, tenant=tenant)
     return kwargs

@@ -46,6 +46,21 @@ class HttpSettings:
     )
     #: name -> Standard Webhooks secrets (``whsec_<base64>``), newest first.
     SIGNING_SECRETS: Mapping[str, tuple[bytes, ...]] = field(default_factory=dict)
+    #: name -> the tenants whose runs may sign with it (absent: any tenant), from a secret
+    #: given as ``{"key": ..., "tenants": [...]}``.
+    SECRET_TENANTS: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    def secret_for(self, name: str, tenant: str) -> tuple[bytes, ...] | None:
+        """The keys of secret ``name`` for a run of ``tenant``; ``None`` when there is no
+        such secret or it is limited to other tenants (the two are not told apart)."""
+        keys = self.SIGNING_SECRETS.get(name)
+        if keys is None:
+            return None
+        allowed = self.SECRET_TENANTS.get(name)
+        if allowed is not None and tenant not in allowed:
+            return None
+        return keys
+
     TIMEOUT: timedelta = timedelta(seconds=30)
     CONNECT_TIMEOUT: timedelta = timedelta(seconds=10)
     RESOLVE_TIMEOUT: timedelta = timedelta(seconds=5)
@@ -117,13 +132,35 @@ def decode_secret(name: str, value: object) -> bytes:
     return key
 
 
-def _secrets(value: object) -> dict[str, tuple[bytes, ...]]:
+def _secrets(value: object) -> tuple[dict[str, tuple[bytes, ...]], dict[str, frozenset[str]]]:
+    """The keys of each secret, and the tenants of each one limited to some."""
     if not isinstance(value, Mapping):
-        raise _fail("SIGNING_SECRETS", f"expected a dict of name -> secret, got {value!r}")
+        raise _fail("SIGNING_SECRETS", "expected a dict of name -> secret (the value is not shown)")
     secrets: dict[str, tuple[bytes, ...]] = {}
+    tenants: dict[str, frozenset[str]] = {}
     for name, secret in value.items():
         if not isinstance(name, str) or not SECRET_NAME_RE.match(name):
             raise _fail("SIGNING_SECRETS", f"{name!r} is not a valid secret name")
+        if isinstance(secret, Mapping):
+            # {"key": "whsec_..." (or a list), "tenants": ["a", ...]}: for those tenants only
+            extra = sorted(map(str, set(secret) - {"key", "tenants"}))
+            if extra or "key" not in secret or "tenants" not in secret:
+                raise _fail(
+                    f"SIGNING_SECRETS[{name!r}]",
+                    "expected {'key': 'whsec_...', 'tenants': [...]}"
+                    + (f"; unknown {', '.join(map(repr, extra))}" if extra else ""),
+                )
+            given = secret["tenants"]
+            if (
+                isinstance(given, str)
+                or not isinstance(given, (list, tuple))
+                or not all(isinstance(t, str) for t in given)
+            ):
+                raise _fail(
+                    f"SIGNING_SECRETS[{name!r}]['tenants']", "expected a list of tenant keys"
+                )
+            tenants[name] = frozenset(given)
+            secret = secret["key"]
         # a list signs with each (rotation): receivers accept any one signature
         values = [secret] if isinstance(secret, str) else secret
         if not isinstance(values, (list, tuple)) or not values or len(values) > 4:
@@ -131,7 +168,7 @@ def _secrets(value: object) -> dict[str, tuple[bytes, ...]]:
                 f"SIGNING_SECRETS[{name!r}]", "expected a secret or a list of 1 to 4 secrets"
             )
         secrets[name] = tuple(decode_secret(name, v) for v in values)
-    return secrets
+    return secrets, tenants
 
 
 def build_http_settings(raw: object) -> HttpSettings:
@@ -177,7 +214,7 @@ def build_http_settings(raw: object) -> HttpSettings:
                 raise _fail(key, f"not header names: {bad!r}")
             values[key] = tuple(n.lower() for n in names)
         elif key == "SIGNING_SECRETS":
-            values[key] = _secrets(value)
+            values[key], values["SECRET_TENANTS"] = _secrets(value)
         elif key == "MAX_REDIRECTS":
             values[key] = _int(key, value, 0, 10)
         elif key == "RESPONSE_EXCERPT_BYTES":
