@@ -54,10 +54,11 @@ def enqueue(
 ) -> JobRun:
     """Create a one-off run of a registered job, due at ``run_at`` (default: now).
 
-    With an ``idempotency_key`` that already exists, the existing run is
-    returned and nothing is created. ``tenant`` says whose run it is (empty: no
-    tenant; see :mod:`django_pgsched.history`). Executors are woken when the
-    surrounding transaction commits.
+    With an ``idempotency_key`` the same tenant already used, that run is
+    returned and nothing is created; keys are unique within a tenant, so another
+    tenant's run with the same key is neither returned nor in the way. ``tenant``
+    says whose run it is (empty: no tenant; see :mod:`django_pgsched.history`).
+    Executors are woken when the surrounding transaction commits.
     """
     settings = get_settings()
     alias = using or settings.DATABASE_ALIAS
@@ -127,7 +128,8 @@ def enqueue(
     except IntegrityError:
         if idempotency_key is None:
             raise
-        return JobRun.objects.using(alias).get(idempotency_key=idempotency_key)
+        # the tenant's own run with that key: another tenant's is never returned
+        return JobRun.objects.using(alias).get(idempotency_key=idempotency_key, tenant=tenant)
     return run
 
 
@@ -244,7 +246,7 @@ def retry_run(run: JobRun, *, note: str = "") -> tuple[JobRun, bool]:
             "retried"
         )
     key = f"pgsched:retry:{run.pk}"
-    existing = JobRun.objects.filter(idempotency_key=key).first()
+    existing = JobRun.objects.filter(idempotency_key=key, tenant=run.tenant).first()
     if existing is not None:
         return existing, False
     with transaction.atomic(using=get_settings().DATABASE_ALIAS):

@@ -731,11 +731,12 @@ class JobRun(models.Model):
                 condition=models.Q(schedule__isnull=False),
                 name="pgsched_one_run_per_occurrence",
             ),
-            # Unique within a month (a partitioned table's unique index holds its
-            # partition key); across months, the trigger pgsched_run_key_unique
-            # (migration 0014) keeps a key to one run: see docs, "Partitions".
+            # Unique within a tenant and a month (a partitioned table's unique index holds
+            # its partition key); across months, the trigger pgsched_run_key_unique
+            # (migrations 0019, 0027) keeps a tenant's key to one run: see docs, "Partitions".
             models.UniqueConstraint(
-                fields=("idempotency_key", "scheduled_for"), name="pgsched_run_idempotency_key"
+                fields=("idempotency_key", "tenant", "scheduled_for"),
+                name="pgsched_run_idempotency_key",
             ),
             models.CheckConstraint(
                 condition=models.Q(status__in=RunStatus.values), name="pgsched_run_status_valid"
