@@ -124,12 +124,19 @@ def deliver(context: RunContext, kwargs: dict[str, Any]) -> None:
             vetted = vet(target, settings, timeout=deadline - time.monotonic())
         except Refused as exc:
             context.detail = {"kind": "http", "refused": str(exc), "redirects": hops}
+            if context.tenant and exc.public != str(exc):
+                # A tenant's run: what the name resolved to stays in the detail (the
+                # operators'), and a refused answer reads and retries as a name that does
+                # not resolve, so that the tenant learns neither the answer nor whether
+                # the name exists.
+                _failed(context, admission, url, _unresolved(exc.public, hops), retry=True)
             if hops:  # where a followed redirect leads
                 raise Fail(f"redirect refused: {exc}; not followed", retry=False) from None
             raise Fail(f"refused: {exc}; not delivered", retry=False) from None
         except ResolveError as exc:
             context.detail = {"kind": "http", "error": "resolve", "message": str(exc)}
-            _failed(context, admission, url, f"resolve: {exc}", retry=True)
+            message = exc.public if context.tenant else str(exc)
+            _failed(context, admission, url, _unresolved(message, hops), retry=True)
         timestamp = int(time.time())
         try:
             headers = _headers(spec, settings, context, body, timestamp, bare=bare)
@@ -190,6 +197,10 @@ def deliver(context: RunContext, kwargs: dict[str, Any]) -> None:
     if verdict.kind == "deferred":
         raise Defer(delay=verdict.defer_seconds or 0.0, reason=verdict.message)
     raise Fail(verdict.message, retry=verdict.retry)
+
+
+def _unresolved(message: str, hops: list[dict[str, Any]]) -> str:
+    return f"resolve: {message}" + ("; a redirect's destination, not followed" if hops else "")
 
 
 def _failed(

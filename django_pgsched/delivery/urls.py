@@ -31,7 +31,16 @@ _CANONICAL_V4 = re.compile(rf"^{_OCTET}\.{_OCTET}\.{_OCTET}\.{_OCTET}$")
 
 
 class Refused(Exception):
-    """The URL (or where it leads) may not be called; ``str()`` says why."""
+    """The URL (or where it leads) may not be called; ``str()`` says why.
+
+    ``public``: what the run's tenant may read, when ``str()`` tells more than the
+    tenant's own URL does (what a name resolves to): the attempt's error says that,
+    its admin-only ``detail`` the whole reason.
+    """
+
+    def __init__(self, message: str, *, public: str | None = None) -> None:
+        super().__init__(message)
+        self.public = public if public is not None else message
 
 
 @dataclass(frozen=True)

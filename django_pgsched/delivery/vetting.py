@@ -37,7 +37,22 @@ _lookups = ThreadPoolExecutor(max_workers=8, thread_name_prefix="pgsched-resolve
 
 
 class ResolveError(Exception):
-    """The host could not be resolved (in time): a failed attempt, retried."""
+    """The host could not be resolved (in time): a failed attempt, retried.
+
+    ``public``: what the run's tenant may read (never the resolver's own words, nor
+    whether the name exists); ``str()`` is the whole reason, for the admin-only detail.
+    """
+
+    def __init__(self, message: str, *, public: str) -> None:
+        super().__init__(message)
+        self.public = public
+
+
+def _not_public(host: str) -> str:
+    """One answer for a name that does not resolve and one that resolves to an address
+    not allowed: a tenant learns neither what an internal name resolves to nor whether
+    it exists."""
+    return f"{host} has no public address to deliver to (the reason is kept for operators)"
 
 
 @dataclass(frozen=True)
@@ -70,9 +85,12 @@ def _lookup(resolve: Resolver, host: str, port: int, timeout: float) -> list[str
         return future.result(timeout=max(0.001, timeout))
     except FutureTimeout:
         future.cancel()
-        raise ResolveError(f"resolving {host} took longer than {timeout:.3g}s") from None
+        raise ResolveError(
+            f"resolving {host} took longer than {timeout:.3g}s",
+            public=f"resolving {host} took longer than {timeout:.3g}s",
+        ) from None
     except (OSError, UnicodeError) as exc:
-        raise ResolveError(f"could not resolve {host}: {exc}") from None
+        raise ResolveError(f"could not resolve {host}: {exc}", public=_not_public(host)) from None
 
 
 def vet(target: Target, settings: HttpSettings, *, timeout: float | None = None) -> Vetted:
@@ -95,16 +113,25 @@ def vet(target: Target, settings: HttpSettings, *, timeout: float | None = None)
         try:
             address = ipaddress.ip_address(text.split("%", 1)[0])
         except ValueError:
-            raise ResolveError(f"{target.host} resolved to {text!r}, not an address") from None
+            raise ResolveError(
+                f"{target.host} resolved to {text!r}, not an address",
+                public=_not_public(target.host),
+            ) from None
         if "%" in text:
-            raise Refused(f"{target.host} resolves to {text} (a scoped address)")
+            raise Refused(
+                f"{target.host} resolves to {text} (a scoped address)",
+                public=_not_public(target.host),
+            )
         verdict = judge(address, settings.ALLOW_NETWORKS)
         if not verdict.allowed:
-            raise Refused(f"{target.host} resolves to {address_text(address)} ({verdict.reason})")
+            raise Refused(
+                f"{target.host} resolves to {address_text(address)} ({verdict.reason})",
+                public=_not_public(target.host),
+            )
         if verdict.reason:
             notes.append(f"{address_text(address)} {verdict.reason}")
         if address not in addresses:
             addresses.append(address)
     if not addresses:
-        raise ResolveError(f"{target.host} resolved to no address")
+        raise ResolveError(f"{target.host} resolved to no address", public=_not_public(target.host))
     return Vetted(target, tuple(addresses), tuple(notes))

@@ -50,12 +50,25 @@ def run_json(run: JobRun) -> dict[str, Any]:
     }
 
 
-def attempt_json(attempt: Attempt) -> dict[str, Any]:
+TRACEBACK = "Traceback (most recent call last):"
+
+
+def tenant_error(error: str) -> str:
+    """An attempt's error as a tenant reads it: a job's traceback (file paths, source
+    lines) becomes its last line, the exception itself; the whole traceback stays for
+    operators (the admin, the staff view of this API)."""
+    if TRACEBACK not in error:
+        return error
+    lines = [line for line in error.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def attempt_json(attempt: Attempt, *, staff: bool = False) -> dict[str, Any]:
     return {
         "number": attempt.number,
         "status": attempt.status,
         "started_at": _time(attempt.started_at),
         "finished_at": _time(attempt.finished_at),
-        "error": attempt.error,
+        "error": attempt.error if staff else tenant_error(attempt.error),
         "error_class": attempt.error_class,
     }

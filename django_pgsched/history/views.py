@@ -154,7 +154,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
         return not_found
     body = run_json(run)
     body["attempts"] = [
-        attempt_json(a)
+        attempt_json(a, staff=isinstance(tenant, _AllTenants))
         for a in Attempt.objects.using(alias).filter(job_run_id=run.pk).order_by("number")
     ]
     return _json(body)
