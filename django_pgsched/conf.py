@@ -22,7 +22,7 @@ from django.dispatch import receiver
 
 from .broker.settings import ClaimsSettings, build_claims_settings
 from .delivery.settings import HttpSettings, build_http_settings
-from .limits import MAX_ATTEMPTS, MAX_CATCH_UP_LIMIT
+from .limits import MAX_ATTEMPTS, MAX_BACKFILL, MAX_CATCH_UP_LIMIT
 from .statuses import MisfirePolicy
 
 MISFIRE_POLICIES: tuple[str, ...] = tuple(MisfirePolicy.values)
@@ -220,6 +220,10 @@ def _check_values(s: Settings) -> None:
         )
     # the database's CHECKs bound every payload (migration 0015): a setting above them
     # would let clean() pass what the database then refuses
+    if s.BACKFILL_LIMIT > MAX_BACKFILL:
+        raise ImproperlyConfigured(
+            f"PGSCHED['BACKFILL_LIMIT']: at most {MAX_BACKFILL}, got {s.BACKFILL_LIMIT}"
+        )
     if s.MAX_PAYLOAD_DEPTH > 100:
         raise ImproperlyConfigured(
             f"PGSCHED['MAX_PAYLOAD_DEPTH']: must be at most 100 (the database's bound), "

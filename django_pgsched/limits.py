@@ -27,3 +27,10 @@ LAST_FIRE_TIME = datetime(9999, 1, 1, tzinfo=UTC)
 MAX_RUNS_PER_SCHEDULE = 2000
 #: An attempt's error text (a traceback) is cut to this many characters.
 MAX_ERROR_CHARS = 8000
+#: Runs one backfill may create for one schedule (``limit``, ``BACKFILL_LIMIT``).
+MAX_BACKFILL = 100_000
+#: Occurrences one backfill examines for one schedule (those with a run and those
+#: without): a wider range is refused before any timestamp is built.
+MAX_BACKFILL_SCAN = 1_000_000
+#: A backfill's runs are inserted this many per statement, in its one transaction.
+BACKFILL_CHUNK = 5_000

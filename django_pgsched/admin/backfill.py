@@ -23,6 +23,7 @@ from django.utils import timezone
 from ..audit import actor, for_user
 from ..conf import get_settings
 from ..ledger.backfill import BackfillRefused, backfill_occurrences
+from ..limits import MAX_BACKFILL
 from ..models import Schedule
 from .common import ACTION_LIMIT
 
@@ -36,7 +37,10 @@ class BackfillForm(forms.Form):
         required=False, max_length=100, help_text="Empty: each schedule's own queue."
     )
     limit = forms.IntegerField(
-        required=False, min_value=1, help_text="Refuse more runs than this per schedule."
+        required=False,
+        min_value=1,
+        max_value=MAX_BACKFILL,
+        help_text="Refuse more runs than this per schedule.",
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -36,6 +36,7 @@ from .. import events
 from ..conf import get_settings
 from ..engine import queries
 from ..engine.policies import Skipped
+from ..limits import BACKFILL_CHUNK, MAX_BACKFILL, MAX_BACKFILL_SCAN
 from ..models import Schedule
 from ..registry import job_defaults, validate_queue
 from ..statuses import COUNTED_REASONS
@@ -48,6 +49,11 @@ SELECT unplanned_from, statement_timestamp() FROM pgsched_schedule WHERE id = %(
 
 EXISTING_SQL = """
 SELECT scheduled_for FROM pgsched_job_run
+ WHERE schedule_id = %(id)s AND scheduled_for >= %(start)s AND scheduled_for < %(end)s
+"""
+
+EXISTING_COUNT_SQL = """
+SELECT count(*) FROM pgsched_job_run
  WHERE schedule_id = %(id)s AND scheduled_for >= %(start)s AND scheduled_for < %(end)s
 """
 
@@ -160,10 +166,21 @@ def backfill_occurrences(
         # decided occurrences only: due by now, and before the planner's next one
         horizon = min(t for t in (end, now, nfa, unplanned) if t is not None)
         total = lattice.count(start, horizon) if horizon > start else 0
-        cursor.execute(EXISTING_SQL, {"id": sid, "start": start, "end": horizon})
+        span = {"id": sid, "start": start, "end": horizon}
+        cursor.execute(EXISTING_COUNT_SQL, span)
+        (have,) = cursor.fetchone()
+        if total - have > limit:  # at least this many: refuse before reading or enumerating
+            raise _refused(name, start, end, total - have, limit, at_least=True)
+        if total > MAX_BACKFILL_SCAN:  # mostly runs already: still too many to look through
+            raise BackfillRefused(
+                f"backfill of {name!r} refused: [{start.isoformat()}, {end.isoformat()}) holds "
+                f"{total} occurrences, more than the {MAX_BACKFILL_SCAN} one backfill looks "
+                "through; backfill a narrower range",
+                count=total,
+                limit=MAX_BACKFILL_SCAN,
+            )
+        cursor.execute(EXISTING_SQL, span)
         existing = {r[0] for r in cursor.fetchall()}
-        if total - len(existing) > limit:  # at least this many: refuse before enumerating
-            raise _refused(name, start, end, total - len(existing), limit, at_least=True)
         missing = [t for t in lattice.occurrences(start, horizon) if t not in existing]
         if len(missing) > limit:
             raise _refused(name, start, end, len(missing), limit)
@@ -183,8 +200,11 @@ def backfill_occurrences(
         }
         # the months of a backfill may be long gone (retention) or never made
         cursor.execute(ENSURE_MONTHS_SQL, {"times": missing})
-        cursor.execute(INSERT_SQL, params)
-        created = [r[0] for r in cursor.fetchall()]
+        created: list[datetime] = []
+        for first in range(0, len(missing), BACKFILL_CHUNK):  # bounded statements
+            chunk = missing[first : first + BACKFILL_CHUNK]
+            cursor.execute(INSERT_SQL, {**params, "times": chunk})
+            created.extend(r[0] for r in cursor.fetchall())
         taken = _take_from_ledger(cursor, sid, lattice, created)
         cursor.execute(queries.get("wake_executors"), {"payload": "backfill"})
         counted = sum(n for reason, n in taken.items() if reason in COUNTED_REASONS)
@@ -240,8 +260,10 @@ def _validate(start: Any, end: Any, limit: Any, queue: Any, default_limit: int) 
             errors[name] = [f"{name}: an aware datetime is required (times are UTC), got {value!r}"]
     if not errors and start >= end:
         errors["end"] = [f"end: must be after start ({start.isoformat()}), got {end.isoformat()}"]
-    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
-        errors["limit"] = [f"limit: a positive integer is required, got {limit!r}"]
+    if limit is not None and (
+        not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_BACKFILL
+    ):
+        errors["limit"] = [f"limit: an integer from 1 to {MAX_BACKFILL} is required, got {limit!r}"]
     if queue is not None:
         try:
             validate_queue(queue)

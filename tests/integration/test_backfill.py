@@ -79,6 +79,49 @@ def test_a_huge_range_is_refused_before_anything_is_listed(make_schedule):
     assert refused.value.count >= 3650 * 86400 - 1 and refused.value.limit == 1000
 
 
+@pytest.mark.parametrize("limit", [100_001, 10**9])
+def test_the_limit_has_a_ceiling(outage, limit):
+    """Before, ``limit`` had none: one every-second schedule over ten years built ~315M
+    timestamps in memory and one transaction."""
+    with pytest.raises(ValidationError) as error:
+        backfill(outage.name, T - timedelta(hours=3), T, limit=limit)
+    assert "limit" in error.value.message_dict and str(limit) in str(error.value)
+
+
+def test_a_range_of_more_occurrences_than_one_backfill_looks_through_is_refused(
+    outage, monkeypatch
+):
+    from django_pgsched.ledger import backfill as module
+
+    monkeypatch.setattr(module, "MAX_BACKFILL_SCAN", 100)
+    with pytest.raises(BackfillRefused, match="180 occurrences, more than the 100") as refused:
+        backfill(outage.name, T - timedelta(hours=3), T, limit=1000)
+    assert refused.value.limit == 100
+    assert not JobRun.objects.filter(is_backfill=True).exists()
+
+
+def test_a_backfill_inserts_in_chunks_in_order_in_one_transaction(outage, monkeypatch):
+    from django_pgsched.ledger import backfill as module
+
+    monkeypatch.setattr(module, "BACKFILL_CHUNK", 50)
+    assert backfill(outage.name, T - timedelta(hours=3), T, limit=179) == 179
+    runs = JobRun.objects.filter(schedule=outage, is_backfill=True).order_by("id")
+    times = [r.scheduled_for for r in runs]
+    assert len(times) == 179 and times == sorted(times)  # ids follow the occurrences
+    assert ranges(outage) == []
+    outage.refresh_from_db()
+    assert outage.skipped_occurrences == 0
+
+
+def test_the_admin_form_refuses_a_limit_above_the_ceiling():
+    from django_pgsched.admin.backfill import BackfillForm
+
+    form = BackfillForm(
+        {"start": "2026-03-01 09:00:00", "end": "2026-03-01 10:00:00", "limit": "1000000000"}
+    )
+    assert not form.is_valid() and "limit" in form.errors
+
+
 def test_only_decided_occurrences_are_backfilled(make_schedule):
     now = db_now().replace(microsecond=0)
     s = make_schedule(cron="0 * * * * *", next_fire_at=now - timedelta(minutes=10), status="paused")
