@@ -121,7 +121,9 @@ def deliver(context: RunContext, kwargs: dict[str, Any]) -> None:
     bare = False  # a redirect left the schedule's origin: no headers of its own, no signature
     while True:
         try:
-            vetted = vet(target, settings, timeout=deadline - time.monotonic())
+            vetted = vet(
+                target, settings, timeout=deadline - time.monotonic(), tenant=context.tenant
+            )
         except Refused as exc:
             context.detail = {"kind": "http", "refused": str(exc), "redirects": hops}
             if context.tenant and exc.public != str(exc):
@@ -135,6 +137,8 @@ def deliver(context: RunContext, kwargs: dict[str, Any]) -> None:
             raise Fail(f"refused: {exc}; not delivered", retry=False) from None
         except ResolveError as exc:
             context.detail = {"kind": "http", "error": "resolve", "message": str(exc)}
+            if exc.waited:  # this process was busy, not the destination: no breaker failure
+                raise Fail(f"resolve: {exc.public}", retry=True) from None
             message = exc.public if context.tenant else str(exc)
             _failed(context, admission, url, _unresolved(message, hops), retry=True)
         timestamp = int(time.time())

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -33,7 +35,21 @@ Resolver = Callable[[str, int], list[str]]
 # Lookups run here so that a resolver that hangs cannot hold an attempt past its
 # deadline (getaddrinfo has no timeout of its own). A lookup that outlives its
 # attempt keeps its thread until the resolver gives up.
-_lookups = ThreadPoolExecutor(max_workers=8, thread_name_prefix="pgsched-resolve")
+LOOKUP_THREADS = 8
+#: Lookups of one tenant at once in this process: a tenant whose names hang (its own
+#: slow DNS) holds at most this many of the LOOKUP_THREADS, never all of them.
+LOOKUPS_PER_TENANT = 2
+_lookups = ThreadPoolExecutor(max_workers=LOOKUP_THREADS, thread_name_prefix="pgsched-resolve")
+_tenant_slots: dict[str, threading.BoundedSemaphore] = {}
+_tenant_slots_lock = threading.Lock()
+
+
+def _slot(tenant: str) -> threading.BoundedSemaphore:
+    with _tenant_slots_lock:
+        slot = _tenant_slots.get(tenant)
+        if slot is None:
+            slot = _tenant_slots[tenant] = threading.BoundedSemaphore(LOOKUPS_PER_TENANT)
+        return slot
 
 
 class ResolveError(Exception):
@@ -43,9 +59,12 @@ class ResolveError(Exception):
     whether the name exists); ``str()`` is the whole reason, for the admin-only detail.
     """
 
-    def __init__(self, message: str, *, public: str) -> None:
+    def __init__(self, message: str, *, public: str, waited: bool = False) -> None:
         super().__init__(message)
         self.public = public
+        #: the lookup never started (it waited for a lookup thread or the tenant's share
+        #: of them): the time is this process's, not the destination's failure
+        self.waited = waited
 
 
 def _not_public(host: str) -> str:
@@ -79,12 +98,31 @@ def resolver_for(settings: HttpSettings) -> Resolver:
     return _custom(settings.RESOLVER) if settings.RESOLVER else system_resolve
 
 
-def _lookup(resolve: Resolver, host: str, port: int, timeout: float) -> list[str]:
-    future = _lookups.submit(resolve, host, port)
+def _lookup(resolve: Resolver, host: str, port: int, timeout: float, tenant: str = "") -> list[str]:
+    deadline = time.monotonic() + max(0.001, timeout)
+    slot = _slot(tenant)
+    if not slot.acquire(timeout=max(0.001, timeout)):
+        message = f"resolving {host} waited {timeout:.3g}s for its tenant's share of lookups"
+        raise ResolveError(message, public=message, waited=True)
+    started = threading.Event()
+
+    def run() -> list[str]:
+        started.set()
+        return resolve(host, port)
+
     try:
-        return future.result(timeout=max(0.001, timeout))
+        future = _lookups.submit(run)
+    except BaseException:
+        slot.release()
+        raise
+    future.add_done_callback(lambda _: slot.release())
+    try:
+        return future.result(timeout=max(0.001, deadline - time.monotonic()))
     except FutureTimeout:
-        future.cancel()
+        if future.cancel() or not started.is_set():
+            # it never ran: it waited for a lookup thread (other tenants' lookups)
+            message = f"resolving {host} waited {timeout:.3g}s for a lookup thread"
+            raise ResolveError(message, public=message, waited=True) from None
         raise ResolveError(
             f"resolving {host} took longer than {timeout:.3g}s",
             public=f"resolving {host} took longer than {timeout:.3g}s",
@@ -93,7 +131,9 @@ def _lookup(resolve: Resolver, host: str, port: int, timeout: float) -> list[str
         raise ResolveError(f"could not resolve {host}: {exc}", public=_not_public(host)) from None
 
 
-def vet(target: Target, settings: HttpSettings, *, timeout: float | None = None) -> Vetted:
+def vet(
+    target: Target, settings: HttpSettings, *, timeout: float | None = None, tenant: str = ""
+) -> Vetted:
     """Resolve ``target`` once and check every address; raise Refused or ResolveError."""
     if target.literal is not None:
         verdict = judge(target.literal, settings.ALLOW_NETWORKS)
@@ -105,7 +145,7 @@ def vet(target: Target, settings: HttpSettings, *, timeout: float | None = None)
         return Vetted(target, (target.literal,), (str(verdict),) if verdict.reason else ())
     limit = settings.RESOLVE_TIMEOUT.total_seconds()
     answers = _lookup(
-        resolver_for(settings), target.host, target.port, min(limit, timeout or limit)
+        resolver_for(settings), target.host, target.port, min(limit, timeout or limit), tenant
     )
     addresses: list[IPAddress] = []
     notes: list[str] = []
