@@ -27,6 +27,7 @@ from django.utils.safestring import SafeString
 
 from .. import api
 from ..conf import get_settings
+from ..delivery.request import masked_kwargs
 from ..digits import ascii_int
 from ..models import CLAIMABLE_STATUSES, Attempt, JobRun, RunStatus, Schedule, db_now
 from ..registry import all_jobs
@@ -386,6 +387,10 @@ class JobRunAdmin(JobRunAdminBase):
         obj = super().get_object(request, object_id, from_field)
         if obj is not None:
             obj.pgsched_now = db_now()  # type: ignore[attr-defined]
+            if not request.user.has_perm("pgsched.change_schedule"):
+                # header values (credentials) only for those who may change schedules;
+                # a run's page changes no kwargs, so the masked copy is never written
+                obj.kwargs = masked_kwargs(obj.kwargs)
         return obj
 
     def change_view(

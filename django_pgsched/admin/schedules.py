@@ -27,6 +27,7 @@ from .. import api
 from ..audit import actor, for_user
 from ..conf import get_settings
 from ..delivery.job import JOB_NAME
+from ..delivery.request import masked_kwargs
 from ..engine import stranded
 from ..models import Schedule, ScheduleStatus, db_now
 from ..registry import all_jobs
@@ -471,6 +472,10 @@ class ScheduleAdmin(ScheduleAdminBase):
         obj = super().get_object(request, object_id, from_field)
         if obj is not None:
             attach_recent_runs([obj])
+            if not self.has_change_permission(request, obj):
+                # a view-only admin reads header names, never their values (credentials);
+                # it cannot save, so the masked copy is never written
+                obj.kwargs = masked_kwargs(obj.kwargs)
         return obj
 
     # Every page that can change schedules names its user in the audit trail.

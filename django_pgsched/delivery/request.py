@@ -213,3 +213,15 @@ def validate_http_kwargs(
 
     parse_request(kwargs, get_settings().http, run_timeout=run_timeout, tenant=tenant)
     return kwargs
+
+
+#: What a header's value reads as to those who may not change the schedule.
+MASK = "[masked]"
+
+
+def masked_kwargs(kwargs: Any) -> Any:
+    """``kwargs`` with every header's value masked (they may be credentials: an
+    ``Authorization``, a cookie), the names kept; anything else unchanged."""
+    if isinstance(kwargs, dict) and isinstance(kwargs.get("headers"), dict):
+        return {**kwargs, "headers": dict.fromkeys(kwargs["headers"], MASK)}
+    return kwargs
