@@ -26,7 +26,24 @@ __all__ = [
     "backfill",
     "enqueue",
     "job",
+    "pause",
+    "resume",
 ]
+
+
+def pause(name: Any, *, reason: str = "", tenant: str = "") -> Any:
+    """Pause a schedule (by name, of ``tenant``) with a reason: see
+    :func:`django_pgsched.api.pause`; a whole tenant: :func:`django_pgsched.tenants.pause`."""
+    from .api import pause as _pause
+
+    return _pause(name, reason=reason, tenant=tenant)
+
+
+def resume(name: Any, *, tenant: str = "") -> Any:
+    """Resume a schedule (by name, of ``tenant``): see :func:`django_pgsched.api.resume`."""
+    from .api import resume as _resume
+
+    return _resume(name, tenant=tenant)
 
 
 def enqueue(

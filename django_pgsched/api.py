@@ -152,19 +152,40 @@ def run_schedule_now(schedule: Schedule, *, note: str = "", using: str | None = 
     )
 
 
-def pause(schedule: Schedule) -> None:
-    """Stop firing; runs materialised but not yet started are cancelled (by a trigger)."""
-    if schedule.status != ScheduleStatus.PAUSED:
-        schedule.status = ScheduleStatus.PAUSED
-        schedule.save(update_fields=["status", "updated_at"])
+def _schedule(schedule: Schedule | str, tenant: str) -> Schedule:
+    if isinstance(schedule, Schedule):
+        return schedule
+    alias = get_settings().DATABASE_ALIAS
+    found = Schedule.objects.using(alias).filter(name=schedule, tenant=tenant).first()
+    if found is None:
+        raise ValidationError(f"schedule: no schedule named {schedule!r} for tenant {tenant!r}")
+    return found
 
 
-def resume(schedule: Schedule) -> None:
+def pause(schedule: Schedule | str, *, reason: str = "", tenant: str = "") -> Schedule:
+    """Stop firing; runs materialised but not yet started are cancelled (by a trigger).
+
+    ``schedule`` is a schedule or the name of one of ``tenant``'s; ``reason`` is kept
+    (``Schedule.pause_reason``) and shown in the admin and the tenant API."""
+    s = _schedule(schedule, tenant)
+    if not isinstance(reason, str) or len(reason) > 2000:
+        raise ValidationError({"reason": ["reason: a string of at most 2000 characters"]})
+    if s.status != ScheduleStatus.PAUSED or s.pause_reason != reason:
+        s.status = ScheduleStatus.PAUSED
+        s.pause_reason = reason
+        s.save(update_fields=["status", "pause_reason", "updated_at"])
+    return s
+
+
+def resume(schedule: Schedule | str, *, tenant: str = "") -> Schedule:
     """Fire again from the next occurrence after now; nothing missed while paused is caught up."""
-    if schedule.status != ScheduleStatus.ACTIVE:
-        schedule.status = ScheduleStatus.ACTIVE
-        schedule.last_error = ""
-        schedule.save(update_fields=["status", "last_error", "updated_at"])
+    s = _schedule(schedule, tenant)
+    if s.status != ScheduleStatus.ACTIVE:
+        s.status = ScheduleStatus.ACTIVE
+        s.last_error = ""
+        s.pause_reason = ""
+        s.save(update_fields=["status", "last_error", "pause_reason", "updated_at"])
+    return s
 
 
 # -- runs ------------------------------------------------------------------------------

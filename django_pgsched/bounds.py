@@ -87,6 +87,7 @@ CONSTRAINT_FIELDS: Mapping[str, tuple[str, ...]] = {
     "pgsched_schedule_timezone_name": ("timezone",),
     "pgsched_schedule_zone_needs_cron": ("timezone",),
     "pgsched_schedule_unplanned_reason": ("unplanned_reason",),
+    "pgsched_schedule_tenant_quota": ("tenant",),
     "pgsched_run_times_range": (*RUN_TIMES_ALL, "created_at"),
     "pgsched_run_timeout_range": ("timeout",),
     "pgsched_run_json_readable": RUN_PAYLOADS,

@@ -98,6 +98,9 @@ class Settings:
 
     # the history API (django_pgsched.history): a dotted path to resolver(request) -> str
     TENANT_RESOLVER: str | None = None
+    #: the limits of a tenant without a pgsched_tenant row: checked where they are read
+    #: (django_pgsched.tenants.limits.build_defaults) and by the system check pgsched.E003
+    TENANT_DEFAULTS: Mapping[str, Any] | None = None
 
     # the claim transport: {"TRANSPORT": "postgres" | "nats", "NATS_URL": ...};
     # typed as ``.claims`` (broker/settings.py)

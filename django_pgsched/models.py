@@ -19,7 +19,7 @@ from django.db.models.functions import Now
 
 from . import bounds
 from .audit.actor import orm_unless_named
-from .conf import get_settings
+from .conf import Settings, get_settings
 from .limits import (
     MAX_ATTEMPTS,
     MAX_CATCH_UP_LIMIT,
@@ -43,7 +43,8 @@ from .statuses import (
     ScheduleStatus,
 )
 from .tenants import MAX_LENGTH as TENANT_MAX_LENGTH
-from .tenants import validate_tenant
+from .tenants import limits as tenant_limits
+from .tenants import quotas, validate_tenant
 from .timing import jitter as jitters
 from .timing import timetable, zoned, zones
 
@@ -67,6 +68,7 @@ __all__ = [
     "ScheduleChange",
     "ScheduleStatus",
     "SkippedRange",
+    "Tenant",
     "db_now",
 ]
 
@@ -244,6 +246,9 @@ class Schedule(models.Model):
         help_text="'settings' for schedules declared in PGSCHED['SCHEDULES'].",
     )
     last_error = models.TextField(blank=True, default="", db_default="", editable=False)
+    pause_reason = models.TextField(
+        blank=True, default="", db_default="", help_text="Why it is paused (shown to its tenant)."
+    )
     created_at = models.DateTimeField(db_default=Now(), editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -316,6 +321,14 @@ class Schedule(models.Model):
                 name="pgsched_schedule_zone_needs_cron",
             ),
         )
+        indexes = (
+            # a tenant's schedules: its quota's count, the tenant API's list
+            models.Index(
+                fields=("tenant", "name"),
+                condition=~models.Q(tenant=""),
+                name="pgsched_schedule_tenant_idx",
+            ),
+        )
         # the due index is an expression index created in the migration:
         # (coalesce(next_fire_at, '-infinity')) WHERE status = 'active'
 
@@ -342,6 +355,16 @@ class Schedule(models.Model):
             transaction.atomic(using=using, savepoint=False),
             orm_unless_named(using),
         ):
+            if self.tenant and self._tenant_is_new():
+                # counted again under the tenant's lock, held to the commit: concurrent
+                # creators take turns (the trigger takes the same lock)
+                limits = tenant_limits.limits_for(
+                    self.tenant, get_settings().TENANT_DEFAULTS, using=using
+                )
+                try:
+                    quotas.check_count(self.tenant, limits, using=using, schedule_id=self.pk)
+                except ValidationError as exc:
+                    raise ValidationError({"tenant": exc.messages}) from None
             self._save(using, args, kwargs)
         self._remember()
 
@@ -565,8 +588,52 @@ class Schedule(models.Model):
                     f"status: {self.status!r} is not one of {', '.join(ScheduleStatus.values)}"
                 ),
             )
+        if not errors and self.tenant:
+            self._check_quotas(settings, add)
         if errors:
             raise ValidationError(errors)
+
+    def _check_quotas(self, settings: Settings, add: Any) -> None:
+        """The tenant's quotas (ValidationError messages name each quota and its values)."""
+        using = self._state.db or settings.DATABASE_ALIAS
+        limits = tenant_limits.limits_for(self.tenant, settings.TENANT_DEFAULTS, using=using)
+        try:
+            quotas.check_job(self.tenant, self.job, limits)
+        except ValidationError as exc:
+            add("job", exc)
+        if limits is not None and limits.min_interval is not None:
+            try:
+                gap = (
+                    self.interval
+                    if not self.cron and isinstance(self.interval, timedelta)
+                    else quotas.shortest_gap(self.get_timetable(), db_now(using))
+                )
+                quotas.check_gap(self.tenant, gap, limits)
+            except ValidationError as exc:
+                add("cron" if self.cron else "interval", exc)
+            except timetable.TimetableError:
+                pass  # the definition's own error is reported above
+        if self._tenant_is_new():
+            limit = limits.max_schedules if limits is not None else None
+            if limit is not None:
+                others = Schedule.objects.using(using).filter(tenant=self.tenant)
+                if self.pk is not None:
+                    others = others.exclude(pk=self.pk)
+                count = others.count()
+                if count >= limit:
+                    add(
+                        "tenant",
+                        ValidationError(
+                            f"max_schedules: tenant {self.tenant!r} has {count} schedule(s); "
+                            f"its quota is {limit} (max_schedules)",
+                            code="max_schedules",
+                        ),
+                    )
+
+    def _tenant_is_new(self) -> bool:
+        """A schedule new to its tenant: created, or moved from another tenant."""
+        loaded: dict[str, Any] | None = getattr(self, "_loaded", None)
+        return self.pk is None or loaded is None or loaded.get("tenant") != self.tenant
 
     # -- persistence ---------------------------------------------------------------
 
@@ -579,7 +646,7 @@ class Schedule(models.Model):
     def _remember(self) -> None:
         # __dict__, not getattr: a deferred field must not cost a query here
         self._loaded = {
-            f: self.__dict__.get(f) for f in (*LATTICE_FIELDS, "status", "next_fire_at")
+            f: self.__dict__.get(f) for f in (*LATTICE_FIELDS, "status", "next_fire_at", "tenant")
         }
 
     def _lattice_changed(self) -> bool:
@@ -987,3 +1054,4 @@ class Replica(models.Model):
 from .audit.models import ChangeAction, ScheduleChange  # noqa: E402
 from .delivery.models import Breaker, BreakerState  # noqa: E402
 from .ledger.models import SkippedRange  # noqa: E402
+from .tenants.models import Tenant  # noqa: E402

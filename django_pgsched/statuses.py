@@ -80,6 +80,7 @@ class SkipReason(models.TextChoices):
     BROKEN = "broken", "the schedule was broken"
     OVERLAP = "overlap", "the previous run had not finished (overlap policy)"
     DEADLINE = "deadline", "not started by its start deadline (the run is missed)"
+    TENANT_PAUSED = "tenant_paused", "its tenant was paused"
 
 
 #: The reasons the planner decides as it advances ``next_fire_at``, and that

@@ -161,7 +161,10 @@ class Planner:
                 row.error = f"cannot read the schedule: out of range: {row.schedule.defect}"[:2000]
                 logger.error("schedule %s (%s) is broken: %s", row.id, row.schedule.name, row.error)
                 continue
-            self._decide(row, db_now, memo)
+            if row.schedule.tenant_paused:
+                self._ledger_paused_tenant(row, db_now)
+            else:
+                self._decide(row, db_now, memo)
             if row.decision is not None:
                 self._unplanned(row, db_now)
                 self._prepare(row, following)
@@ -274,6 +277,30 @@ class Planner:
         except Exception as exc:  # whatever one row holds, the rest of the batch goes ahead
             row.error = f"cannot compute occurrences: {exc}"[:2000]
             logger.error("schedule %s (%s) is broken: %s", row.id, row.schedule.name, row.error)
+
+    def _ledger_paused_tenant(self, row: _Row, db_now: datetime) -> None:
+        """A schedule of a paused tenant: its occurrences due by now join the ledger
+        (``tenant_paused``) and no run is made; the next one is the first after now, so a
+        resume carries on from there by the schedule's own policies."""
+        due = row.schedule
+        try:
+            lattice = (
+                zoned.cron(due.cron, due.timezone, due.dst_gap, due.dst_fold)
+                if due.cron
+                else timetable.interval(_required(due.interval), _required(due.anchor))
+            )
+            start = due.next_fire_at or lattice.next_after(db_now)
+            following = lattice.next_after(db_now) if start <= db_now else start
+            paused = span(lattice, start, following, SkipReason.TENANT_PAUSED)
+        except Exception as exc:  # whatever one row holds, the rest of the batch goes ahead
+            row.error = f"cannot compute occurrences: {exc}"[:2000]
+            logger.error("schedule %s (%s) is broken: %s", row.id, due.name, row.error)
+            return
+        row.lattice = lattice
+        row.decision = Decision(
+            runs=(), skipped=0, next_fire_at=following, spans=(paused,) if paused else ()
+        )
+        row.spans = row.decision.spans
 
     def _unplanned(self, row: _Row, db_now: datetime) -> None:
         """A stopped schedule active again: its unplanned occurrences join the ledger.

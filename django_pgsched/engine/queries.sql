@@ -31,7 +31,11 @@ SELECT clock.now AS db_now, s.id, s.name, s.job, s.cron,
        s.queue, s.timezone, s.dst_gap, s.dst_fold,
        CASE WHEN d.defect = '' THEN s.jitter ELSE interval '0' END AS jitter,
        CASE WHEN d.defect = '' THEN s.unplanned_from END AS unplanned_from,
-       s.unplanned_reason, d.defect
+       s.unplanned_reason, d.defect,
+       -- its tenant is paused: its due occurrences go to the ledger, no run is made
+       -- (pgsched_tenant_paused_idx: a probe of an index of the paused tenants only)
+       (s.tenant <> '' AND EXISTS (SELECT FROM pgsched_tenant t
+                                    WHERE t.key = s.tenant AND t.paused)) AS tenant_paused
   FROM clock
   LEFT JOIN LATERAL (
         SELECT *
@@ -235,6 +239,9 @@ claimable AS MATERIALIZED (
        AND (r.claim_expires_at IS NULL OR r.claim_expires_at < (SELECT now FROM clock))
        AND r.attempts < r.max_attempts
        AND r.job = ANY(%(jobs)b::text[])
+       -- never a run of a paused tenant (pgsched_tenant_paused_idx: usually empty)
+       AND (r.tenant = '' OR NOT EXISTS (SELECT FROM pgsched_tenant t
+                                          WHERE t.key = r.tenant AND t.paused))
        AND (%(queues)b::text[] IS NULL OR r.queue = ANY(%(queues)b::text[]))
        -- a start deadline: never started after it (the guard marks the run missed)
        AND (r.start_by IS NULL OR r.start_by >= (SELECT now FROM clock) OR r.status = 'retrying')
@@ -330,6 +337,8 @@ next_due AS (
                AND (q.start_by IS NULL OR q.start_by >= (SELECT now FROM clock)
                     OR q.status = 'retrying')
                AND q.job = ANY(%(jobs)b::text[])
+               AND (q.tenant = '' OR NOT EXISTS (SELECT FROM pgsched_tenant t
+                                                  WHERE t.key = q.tenant AND t.paused))
                AND (%(queues)b::text[] IS NULL OR q.queue = ANY(%(queues)b::text[]))
                AND q.id NOT IN (SELECT id FROM claimable)
              ORDER BY q.fire_after
@@ -532,6 +541,9 @@ claimable AS MATERIALIZED (
        AND (r.claim_expires_at IS NULL OR r.claim_expires_at < (SELECT now FROM clock))
        AND r.attempts < r.max_attempts
        AND r.job = ANY(%(jobs)b::text[])
+       -- never a run of a paused tenant (pgsched_tenant_paused_idx: usually empty)
+       AND (r.tenant = '' OR NOT EXISTS (SELECT FROM pgsched_tenant t
+                                          WHERE t.key = r.tenant AND t.paused))
        AND (%(queues)b::text[] IS NULL OR r.queue = ANY(%(queues)b::text[]))
        AND (r.start_by IS NULL OR r.start_by >= (SELECT now FROM clock) OR r.status = 'retrying')
        AND (r.overlap IS NULL
@@ -602,6 +614,8 @@ next_due AS (
                AND (q.start_by IS NULL OR q.start_by >= (SELECT now FROM clock)
                     OR q.status = 'retrying')
                AND q.job = ANY(%(jobs)b::text[])
+               AND (q.tenant = '' OR NOT EXISTS (SELECT FROM pgsched_tenant t
+                                                  WHERE t.key = q.tenant AND t.paused))
                AND (%(queues)b::text[] IS NULL OR q.queue = ANY(%(queues)b::text[]))
                AND q.id NOT IN (SELECT id FROM claimable)
              ORDER BY q.fire_after

@@ -44,6 +44,7 @@ class DueSchedule(NamedTuple):
     unplanned_from: datetime | None
     unplanned_reason: str | None
     defect: str | None  # values out of range, named ('' or None: none); the row is then broken
+    tenant_paused: bool | None  # its tenant is paused (None: no schedule on the row)
 
 
 class Applied(NamedTuple):

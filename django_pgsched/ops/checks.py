@@ -140,6 +140,13 @@ def check_settings(
             load_resolver(s.TENANT_RESOLVER)
         except ImproperlyConfigured as exc:
             messages.append(checks.Error(str(exc), id="pgsched.E003"))
+    if s.TENANT_DEFAULTS is not None:
+        from ..tenants.limits import build_defaults
+
+        try:
+            build_defaults(s.TENANT_DEFAULTS)
+        except ImproperlyConfigured as exc:
+            messages.append(checks.Error(str(exc), id="pgsched.E003"))
     messages += _check_schedules()
     messages += _check_routers(s)
     messages += _check_failpoints()
