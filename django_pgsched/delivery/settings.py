@@ -48,7 +48,9 @@ class HttpSettings:
     SIGNING_SECRETS: Mapping[str, tuple[bytes, ...]] = field(default_factory=dict)
     #: name -> the tenants whose runs may sign with it (absent: any tenant), from a secret
     #: given as ``{"key": ..., "tenants": [...]}``.
-    SECRET_TENANTS: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    SECRET_TENANTS: Mapping[str, frozenset[str]] = field(
+        default_factory=dict, metadata={"derived": "SIGNING_SECRETS"}
+    )
 
     def secret_for(self, name: str, tenant: str) -> tuple[bytes, ...] | None:
         """The keys of secret ``name`` for a run of ``tenant``; ``None`` when there is no
@@ -177,7 +179,7 @@ def build_http_settings(raw: object) -> HttpSettings:
         return HttpSettings()
     if not isinstance(raw, Mapping):
         raise ImproperlyConfigured(f"PGSCHED['HTTP']: expected a dict, got {raw!r}")
-    known = {f.name for f in dataclasses.fields(HttpSettings)}
+    known = {f.name for f in dataclasses.fields(HttpSettings) if not f.metadata.get("derived")}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ImproperlyConfigured(

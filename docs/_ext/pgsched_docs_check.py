@@ -113,7 +113,8 @@ def check_claims_settings(text: str, warn: Callable[[str], None]) -> None:
 def _check_nested(
     key: str, cls: type, build: Callable[[Any], Any], text: str, warn: Callable[[str], None]
 ) -> None:
-    fields = {f.name for f in dataclasses.fields(cls)}
+    # a field read from another key (metadata "derived": not a key of its own) has no heading
+    fields = {f.name for f in dataclasses.fields(cls) if not f.metadata.get("derived")}
     sections = {_code(t): body for t, body in _sections(text, "####").items()}
     for missing in sorted(fields - set(sections)):
         warn(f"setting {key}[{missing!r}] has no heading")
