@@ -85,7 +85,8 @@ def test_the_database_refuses_oversized_payloads_written_by_sql(scenario: Scenar
 
 
 TABLES = ("pgsched_schedule", "pgsched_job_run", "pgsched_attempt", "pgsched_skipped_range",
-          "pgsched_schedule_change", "pgsched_breaker", "testapp_ledger", "testapp_witness",
+          "pgsched_schedule_change", "pgsched_breaker", "pgsched_tenant", "testapp_ledger",
+          "testapp_witness",
           "faults_run_audit", "faults_range_audit")  # fmt: skip
 
 
