@@ -614,21 +614,10 @@ class Schedule(models.Model):
             except timetable.TimetableError:
                 pass  # the definition's own error is reported above
         if self._tenant_is_new():
-            limit = limits.max_schedules if limits is not None else None
-            if limit is not None:
-                others = Schedule.objects.using(using).filter(tenant=self.tenant)
-                if self.pk is not None:
-                    others = others.exclude(pk=self.pk)
-                count = others.count()
-                if count >= limit:
-                    add(
-                        "tenant",
-                        ValidationError(
-                            f"max_schedules: tenant {self.tenant!r} has {count} schedule(s); "
-                            f"its quota is {limit} (max_schedules)",
-                            code="max_schedules",
-                        ),
-                    )
+            try:  # counted again, under the lock to the commit, by save()
+                quotas.check_count(self.tenant, limits, using=using, schedule_id=self.pk)
+            except ValidationError as exc:
+                add("tenant", exc)
 
     def _tenant_is_new(self) -> bool:
         """A schedule new to its tenant: created, or moved from another tenant."""

@@ -254,11 +254,7 @@ class Planner:
         try:
             memoised = memo.get(key)
             if memoised is None:
-                lattice = (
-                    zoned.cron(due.cron, due.timezone, due.dst_gap, due.dst_fold)
-                    if due.cron
-                    else timetable.interval(_required(due.interval), _required(due.anchor))
-                )
+                lattice = _lattice(due)
                 decision = decide(
                     lattice,
                     next_fire_at=due.next_fire_at,
@@ -284,11 +280,7 @@ class Planner:
         resume carries on from there by the schedule's own policies."""
         due = row.schedule
         try:
-            lattice = (
-                zoned.cron(due.cron, due.timezone, due.dst_gap, due.dst_fold)
-                if due.cron
-                else timetable.interval(_required(due.interval), _required(due.anchor))
-            )
+            lattice = _lattice(due)
             start = due.next_fire_at or lattice.next_after(db_now)
             following = lattice.next_after(db_now) if start <= db_now else start
             paused = span(lattice, start, following, SkipReason.TENANT_PAUSED)
@@ -471,6 +463,13 @@ def _fire_after(
                 following[key] = None
         out.append(t + jitter.offset(row.id, t, row.schedule.jitter, following[key]))
     return out
+
+
+def _lattice(due: Any) -> timetable.Timetable:
+    """A claimed schedule's timetable (its zone and DST policies for cron)."""
+    if due.cron:
+        return zoned.cron(due.cron, due.timezone, due.dst_gap, due.dst_fold)
+    return timetable.interval(_required(due.interval), _required(due.anchor))
 
 
 def _required(value: Any) -> Any:
