@@ -140,7 +140,10 @@ class ScheduleQuerySet(models.QuerySet["Schedule"]):
 class Schedule(models.Model):
     """A cron or interval schedule that fires a registered job."""
 
-    name = models.CharField(max_length=200, unique=True)
+    name = models.CharField(
+        max_length=200,
+        help_text="Unique within its tenant (constraint pgsched_schedule_tenant_name).",
+    )
     job = models.CharField(max_length=200, help_text="Name of a registered @job.")
     kwargs = models.JSONField(
         default=dict, db_default={}, blank=True, help_text="Keyword arguments (JSON object)."
@@ -263,6 +266,11 @@ class Schedule(models.Model):
             ("backfill_schedule", "Can backfill schedules"),
         )
         constraints = (
+            models.UniqueConstraint(
+                fields=("tenant", "name"),
+                name="pgsched_schedule_tenant_name",
+                violation_error_message="A schedule of this tenant has this name.",
+            ),
             models.CheckConstraint(
                 condition=(
                     models.Q(cron__isnull=False, interval__isnull=True)
@@ -322,12 +330,9 @@ class Schedule(models.Model):
             ),
         )
         indexes = (
-            # a tenant's schedules: its quota's count, the tenant API's list
-            models.Index(
-                fields=("tenant", "name"),
-                condition=~models.Q(tenant=""),
-                name="pgsched_schedule_tenant_idx",
-            ),
+            # the list's order and a lookup by name across tenants; the unique
+            # (tenant, name) index serves a tenant's own
+            models.Index(fields=("name",), name="pgsched_schedule_name_idx"),
         )
         # the due index is an expression index created in the migration:
         # (coalesce(next_fire_at, '-infinity')) WHERE status = 'active'

@@ -101,6 +101,7 @@ def _one(schedule: Schedule, data: dict[str, Any], *, dry_run: bool) -> str:
             queue=data.get("queue") or None,
             dry_run=dry_run,
             note="backfill (admin)",
+            tenant=schedule.tenant,
         )
     except BackfillRefused as exc:
         return f"refused: {exc}"

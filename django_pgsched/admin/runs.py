@@ -87,10 +87,11 @@ class RunScheduleFilter(admin.SimpleListFilter):
         one_offs = Q(schedule__isnull=True, schedule_name=name)
         # the id as a constant (not a subquery), so the planner estimates this
         # schedule's share of the runs from the statistics rather than an average
-        schedule_id = Schedule.objects.filter(name=name).values_list("pk", flat=True).first()
-        if schedule_id is None:  # deleted: its history is found by name alone
+        # (names are unique within a tenant: every tenant's schedule of that name)
+        ids = list(Schedule.objects.filter(name=name).values_list("pk", flat=True)[:100])
+        if not ids:  # deleted: its history is found by name alone
             return queryset.filter(one_offs)
-        return queryset.filter(Q(schedule_id=schedule_id) | one_offs)
+        return queryset.filter(Q(schedule_id__in=ids) | one_offs)
 
 
 class RunQueueFilter(admin.SimpleListFilter):

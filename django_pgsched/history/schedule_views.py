@@ -166,16 +166,29 @@ def _job_allowed(tenant: str, job: object) -> JsonResponse | None:
     return None
 
 
+_UNIQUE_NAME = next(
+    c.violation_error_message
+    for c in Schedule._meta.constraints
+    if c.name == "pgsched_schedule_tenant_name"
+)
+
+
+def _taken(name: str) -> JsonResponse:
+    return _field_error("name", f"name: this tenant has a schedule named {name!r}", 409)
+
+
 def _save(s: Schedule) -> JsonResponse | None:
     try:
         with transaction.atomic(using=get_settings().DATABASE_ALIAS):
             s.full_clean(validate_unique=False)
             s.save()
     except ValidationError as exc:
+        if _UNIQUE_NAME in exc.messages:  # created by another request since the check
+            return _taken(s.name)
         return _validation(exc)
     except IntegrityError as exc:
-        if "name" in str(exc) or "pgsched_schedule_name" in str(exc):
-            return _field_error("name", f"name: a schedule named {s.name!r} exists", 409)
+        if "pgsched_schedule_tenant_name" in str(exc):
+            return _taken(s.name)
         raise
     return None
 
@@ -248,8 +261,9 @@ def schedules(request: HttpRequest, *, tenant: str) -> HttpResponse:
             return refused
         if not isinstance(body.get("name"), str) or not body["name"]:
             return _field_error("name", "name: required, a non-empty string")
-        if Schedule.objects.using(get_settings().DATABASE_ALIAS).filter(name=body["name"]).exists():
-            return _field_error("name", f"name: a schedule named {body['name']!r} exists", 409)
+        alias = get_settings().DATABASE_ALIAS
+        if Schedule.objects.using(alias).filter(tenant=tenant, name=body["name"]).exists():
+            return _taken(body["name"])
         s = Schedule(tenant=tenant)
         _apply(s, body)
         failed = _save(s)

@@ -159,7 +159,9 @@ def import_beat(
         names = [m.name for _, m in mapped]
         existing = {
             s.name: s
-            for s in Schedule.objects.using(alias).select_for_update().filter(name__in=names)
+            for s in Schedule.objects.using(alias)
+            .select_for_update()
+            .filter(tenant="", name__in=names)
         }
         for task, m in mapped:
             if m.notes:

@@ -116,6 +116,7 @@ def backfill(
     *,
     limit: int | None = None,
     queue: str | None = None,
+    tenant: str = "",
     using: str | None = None,
 ) -> int:
     """Create the runs of ``schedule_name``'s occurrences in ``[start, end)`` that have none.
@@ -125,7 +126,7 @@ def backfill(
     ``ValidationError`` for bad input (naming it).
     """
     return backfill_occurrences(
-        schedule_name, start, end, limit=limit, queue=queue, using=using
+        schedule_name, start, end, limit=limit, queue=queue, tenant=tenant, using=using
     ).created
 
 
@@ -138,6 +139,7 @@ def backfill_occurrences(
     queue: str | None = None,
     dry_run: bool = False,
     note: str = "backfill",
+    tenant: str = "",
     using: str | None = None,
 ) -> BackfillResult:
     """:func:`backfill`, with the details (and a ``dry_run`` that creates nothing)."""
@@ -150,11 +152,12 @@ def backfill_occurrences(
         schedule = (
             Schedule.objects.using(alias)
             .select_for_update(no_key=True)
-            .filter(name=schedule_name)
+            .filter(tenant=tenant, name=schedule_name)
             .first()
         )
         if schedule is None:
-            raise ValidationError(f"schedule: no schedule named {schedule_name!r}")
+            owner = f" of tenant {tenant!r}" if tenant else ""
+            raise ValidationError(f"schedule: no schedule named {schedule_name!r}{owner}")
         sid, name, job, own_queue = schedule.pk, schedule.name, schedule.job, schedule.queue
         cursor.execute(UNPLANNED_SQL, {"id": sid})
         unplanned, now = cursor.fetchone()

@@ -4,8 +4,9 @@ What became of each occurrence of one schedule in a range, newest first
 (:func:`django_pgsched.ledger.timeline.occurrences`): ``{"schedule": name,
 "results": [{"at", "outcome", "status", "reason", "run", "is_backfill"}, ...],
 "next_until": <the oldest "at" when more may be older, else null>}``.
-Parameters ``since``, ``until`` (ISO 8601) and ``limit`` (1..1000, default
-100). Access is the history API's (:mod:`django_pgsched.history.access`): a
+Parameters ``since``, ``until`` (ISO 8601), ``limit`` (1..1000, default
+100) and, for staff, ``tenant`` (whose schedule of that name; default none).
+Access is the history API's (:mod:`django_pgsched.history.access`): a
 schedule of another tenant answers 404, like one that does not exist. A run
 of another tenant (the schedule moved between tenants; its runs keep theirs)
 is not shown: its occurrence answers ``unknown``, as one whose history is gone.
@@ -19,7 +20,15 @@ from ..conf import get_settings
 from ..digits import ascii_int
 from ..history.cursors import InvalidParameter
 from ..history.queries import _AllTenants
-from ..history.views import _datetime, _error, _json, _one, _resolve, require_safe
+from ..history.views import (
+    STAFF_PARAMETERS,
+    _datetime,
+    _error,
+    _json,
+    _one,
+    _resolve,
+    require_safe,
+)
 from ..models import JobRun, Schedule
 from ..timing import timetable
 from .timeline import MAX_OCCURRENCES, Occurrence, occurrences
@@ -32,13 +41,16 @@ def schedule_occurrences(request: HttpRequest, name: str) -> HttpResponse:
     tenant = _resolve(request)
     if isinstance(tenant, JsonResponse):
         return tenant
-    unknown = sorted(set(request.GET) - PARAMETERS)
+    allowed = PARAMETERS | (STAFF_PARAMETERS if isinstance(tenant, _AllTenants) else set())
+    unknown = sorted(set(request.GET) - allowed)
     if unknown:
         return _error(
-            f"{unknown[0]}: not a parameter of this API (known: {', '.join(sorted(PARAMETERS))})",
+            f"{unknown[0]}: not a parameter of this API (known: {', '.join(sorted(allowed))})",
             400,
         )
     try:
+        # names are unique within a tenant: staff name the tenant (default: none)
+        owner = tenant if not isinstance(tenant, _AllTenants) else (_one(request, "tenant") or "")
         since, until = _one(request, "since"), _one(request, "until")
         limit_text = _one(request, "limit")
         limit = 100
@@ -56,10 +68,7 @@ def schedule_occurrences(request: HttpRequest, name: str) -> HttpResponse:
     except InvalidParameter as exc:
         return _error(str(exc), 400)
     alias = get_settings().DATABASE_ALIAS
-    schedules = Schedule.objects.using(alias).filter(name=name)
-    if not isinstance(tenant, _AllTenants):
-        schedules = schedules.filter(tenant=tenant)
-    schedule = schedules.first()
+    schedule = Schedule.objects.using(alias).filter(tenant=owner, name=name).first()
     if schedule is None:
         return _error("schedule not found", 404)
     try:

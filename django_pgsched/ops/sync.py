@@ -10,7 +10,7 @@ stays paused. The audit trail records its changes as made by ``settings sync``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -129,6 +129,20 @@ def _differs(current: Schedule, wanted: Schedule) -> list[str]:
     return changed
 
 
+def _declared(rows: Iterable[Schedule], wanted: Mapping[str, Schedule]) -> dict[str, Schedule]:
+    """The stored schedule of each declaration: names are unique within a tenant, so
+    the one of the declared tenant, else a declared one of another tenant (the
+    declaration moved it: it is updated in place, its history kept)."""
+    found: dict[str, Schedule] = {}
+    for row in rows:
+        want = wanted[row.name].tenant
+        if row.tenant == want:
+            found[row.name] = row
+        elif row.source == SOURCE and found.get(row.name) is None:
+            found[row.name] = row
+    return found
+
+
 def sync_schedules(
     declared: Mapping[str, Mapping[str, Any]] | None = None,
     *,
@@ -143,10 +157,10 @@ def sync_schedules(
     wanted = {name: build(name, options) for name, options in declared.items()}
     result = SyncResult()
     with transaction.atomic(using=alias), actor(SYNC, using=alias):
-        existing = {
-            s.name: s
-            for s in Schedule.objects.using(alias).select_for_update().filter(name__in=list(wanted))
-        }
+        existing = _declared(
+            Schedule.objects.using(alias).select_for_update().filter(name__in=list(wanted)),
+            wanted,
+        )
         for name, schedule in wanted.items():
             current = existing.get(name)
             if current is None:
@@ -155,7 +169,11 @@ def sync_schedules(
                         with transaction.atomic(using=alias):
                             schedule.save(using=alias, force_insert=True)
                     except IntegrityError as exc:
-                        if Schedule.objects.using(alias).filter(name=name).exists():
+                        if (
+                            Schedule.objects.using(alias)
+                            .filter(tenant=schedule.tenant, name=name)
+                            .exists()
+                        ):
                             result.unchanged.append(name)  # another replica created it just now
                             continue
                         raise refused(name, exc) from exc
@@ -179,10 +197,15 @@ def sync_schedules(
                     raise refused(name, exc) from exc
             result.updated.append(name)
         if prune:
-            stale = (
-                Schedule.objects.using(alias).filter(source=SOURCE).exclude(name__in=list(wanted))
-            )
-            result.deleted = sorted(stale.values_list("name", flat=True))
-            if not dry_run and result.deleted:
-                stale.delete()
+            keep = {(w.tenant, name) for name, w in wanted.items()}
+            stale = [
+                (pk, name)
+                for pk, tenant, name in Schedule.objects.using(alias)
+                .filter(source=SOURCE)
+                .values_list("pk", "tenant", "name")
+                if (tenant, name) not in keep
+            ]
+            result.deleted = sorted(name for _, name in stale)
+            if not dry_run and stale:
+                Schedule.objects.using(alias).filter(pk__in=[pk for pk, _ in stale]).delete()
     return result

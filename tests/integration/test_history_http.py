@@ -369,3 +369,25 @@ def test_a_schedule_moved_to_another_tenant_shows_none_of_the_old_tenants_runs(c
     moved = get(client, "/scheduler/schedules/moved/occurrences/", "globex", **params)
     assert moved.status_code == 404
     assert len(get(client, URL, "globex", schedule="moved").json()["results"]) == len(theirs)
+
+
+def test_a_timeline_is_of_the_tenants_own_schedule_of_that_name(client, admin_client, db, settings):
+    """Names are unique within a tenant: each reads its own; staff name the tenant."""
+    settings.PGSCHED = {}  # no resolver: staff only
+    for tenant, cron in [("acme", "0 * * * *"), ("globex", "30 * * * *"), ("", "15 * * * *")]:
+        Schedule.objects.create(name="twin", job="tests.noop", cron=cron, tenant=tenant)
+    url = "/scheduler/schedules/twin/occurrences/"
+    params = {"since": "2026-03-01T00:00:00Z", "until": "2026-03-01T02:00:00Z"}
+
+    def minutes(response: Any) -> set[str]:
+        assert response.status_code == 200, response.content
+        return {r["at"][14:16] for r in response.json()["results"]}
+
+    assert minutes(admin_client.get(url, params)) == {"15"}
+    assert minutes(admin_client.get(url, {**params, "tenant": "globex"})) == {"30"}
+    assert admin_client.get(url, {**params, "tenant": "newco"}).status_code == 404
+    settings.PGSCHED = {"TENANT_RESOLVER": "tests.testapp.tenancy.from_header"}
+    assert minutes(get(client, url, "acme", **params)) == {"00"}
+    # a tenant cannot name another tenant
+    refused = get(client, url, "acme", tenant="globex", **params)
+    assert refused.status_code == 400 and refused.json()["error"].startswith("tenant: ")

@@ -94,9 +94,27 @@ def test_quotas_answer_403_naming_the_quota_and_a_taken_name_409(client, api):
     fourth = call(client, "post", URL, "acme",
                   {"name": "s3", "job": "tests.noop", "cron": "0 * * * *"})  # fmt: skip
     assert fourth.status_code == 403 and "max_schedules" in fourth.json()["error"]
-    again = call(client, "post", URL, "globex",
-                 {"name": "s0", "job": "tests.noop", "cron": "0 * * * *"})  # fmt: skip
+    again = call(client, "post", URL, "acme",
+                 {"name": "s0", "job": "tests.noop", "cron": "5 * * * *"})  # fmt: skip
     assert again.status_code == 409 and again.json()["field"] == "name"
+    assert "this tenant" in again.json()["error"]
+
+
+def test_names_are_unique_within_a_tenant_not_across_tenants(client, api):
+    body = {"name": "report", "job": "tests.noop", "cron": "0 * * * *"}
+    assert call(client, "post", URL, "acme", body).status_code == 201
+    # another tenant's schedule of that name neither blocks nor reveals it
+    theirs = call(client, "post", URL, "globex", {**body, "cron": "30 * * * *"})
+    assert theirs.status_code == 201, theirs.content
+    assert call(client, "get", f"{URL}report/", "acme").json()["cron"] == "0 * * * *"
+    assert call(client, "get", f"{URL}report/", "globex").json()["cron"] == "30 * * * *"
+    assert call(client, "post", f"{URL}report/pause/", "globex", {"reason": "x"}).status_code == 200
+    assert Schedule.objects.get(tenant="acme", name="report").status == "active"
+    assert Schedule.objects.get(tenant="globex", name="report").status == "paused"
+    triggered = call(client, "post", f"{URL}report/trigger/", "acme")
+    assert JobRun.objects.get(pk=triggered.json()["run"]).tenant == "acme"
+    assert call(client, "delete", f"{URL}report/", "globex").status_code == 204
+    assert Schedule.objects.filter(name="report").get().tenant == "acme"
 
 
 def test_a_tenant_without_a_record_may_schedule_no_job_here(client, api):

@@ -94,3 +94,47 @@ def test_the_admin_lists_show_a_tenant_column_while_tenants_are_in_use(admin_cli
     make_schedule(name="acme-report", tenant="acme")
     for url in ("/admin/pgsched/jobrun/", "/admin/pgsched/schedule/"):
         assert "column-tenant" in admin_client.get(url).content.decode()
+
+
+def test_schedule_names_are_unique_within_a_tenant(make_schedule):
+    make_schedule(name="report", tenant="acme")
+    make_schedule(name="report", tenant="globex")
+    make_schedule(name="report")
+    with pytest.raises(ValidationError, match="this tenant has this name"):
+        make_schedule(name="report", tenant="acme")
+    # the database refuses it for any writer, not only full_clean()
+    with pytest.raises(IntegrityError, match="pgsched_schedule_tenant_name"), transaction.atomic():
+        Schedule.objects.create(name="report", job="tests.noop", cron="* * * * *", tenant="acme")
+    assert Schedule.objects.filter(name="report").count() == 3
+    paused = api.pause("report", reason="quiet", tenant="globex")
+    assert paused.tenant == "globex"
+    assert Schedule.objects.get(name="report", tenant="acme").status == "active"
+    assert Schedule.objects.get(name="report", tenant="").status == "active"
+
+
+def test_declarations_are_found_by_their_tenant(db):
+    Schedule.objects.create(name="a", job="tests.noop", cron="5 * * * *", tenant="globex")
+    made = sync_schedules({"a": {"job": "tests.noop", "cron": "0 * * * * *", "tenant": "acme"}})
+    assert made.created == ["a"] and made.deleted == []
+    # globex's own schedule of that name is neither changed nor pruned
+    assert Schedule.objects.get(name="a", tenant="globex").cron == "5 * * * *"
+    assert Schedule.objects.get(name="a", tenant="acme").cron == "0 * * * * *"
+    assert sync_schedules({}).deleted == ["a"]
+    assert list(Schedule.objects.values_list("tenant", flat=True)) == ["globex"]
+
+
+def test_backfill_and_run_now_name_the_tenant(make_schedule):
+    from django.core.management import call_command
+
+    from django_pgsched import backfill
+
+    make_schedule(name="nightly", cron="0 0 * * *", tenant="acme", next_fire_at=T)
+    make_schedule(name="nightly", cron="0 0 * * *", tenant="globex", next_fire_at=T)
+    with pytest.raises(ValidationError, match="no schedule named 'nightly'"):
+        backfill("nightly", at("2026-02-01 00:00:00"), at("2026-02-03 00:00:00"))
+    assert backfill(
+        "nightly", at("2026-02-01 00:00:00"), at("2026-02-03 00:00:00"), tenant="globex"
+    ) == 2
+    assert set(JobRun.objects.values_list("tenant", flat=True)) == {"globex"}
+    call_command("pgsched_run", schedule="nightly", tenant="acme")
+    assert JobRun.objects.filter(tenant="acme").count() == 1

@@ -63,6 +63,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--dry-run", action="store_true", help="say how many runs it would create; create none"
         )
+        parser.add_argument(
+            "--tenant", default="", help="the schedule's tenant (names are unique within one)"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -72,6 +75,7 @@ class Command(BaseCommand):
                     options["start"],
                     options["end"],
                     limit=options["limit"],
+                    tenant=options["tenant"],
                     queue=options["queue"],
                     dry_run=options["dry_run"],
                     note="backfill (pgsched_backfill)",

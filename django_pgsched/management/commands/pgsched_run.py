@@ -31,6 +31,9 @@ class Command(BaseCommand):
         target.add_argument("--job", help="the registered job name")
         target.add_argument("--schedule", help="run this schedule's job with its kwargs")
         parser.add_argument(
+            "--tenant", default="", help="with --schedule: its tenant (names are unique within one)"
+        )
+        parser.add_argument(
             "--kwargs",
             type=json_object,
             default=None,
@@ -41,9 +44,14 @@ class Command(BaseCommand):
         try:
             if options["schedule"]:
                 try:
-                    schedule = Schedule.objects.get(name=options["schedule"])
+                    schedule = Schedule.objects.get(
+                        tenant=options["tenant"], name=options["schedule"]
+                    )
                 except Schedule.DoesNotExist:
-                    raise CommandError(f"no schedule named {options['schedule']!r}") from None
+                    owner = f" of tenant {options['tenant']!r}" if options["tenant"] else ""
+                    raise CommandError(
+                        f"no schedule named {options['schedule']!r}{owner}"
+                    ) from None
                 run = run_schedule_now(schedule, note="run now (pgsched_run)")
             else:
                 run = enqueue(options["job"], kwargs=options["kwargs"], note="pgsched_run")
