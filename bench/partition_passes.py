@@ -132,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         "floor_rank": None,
         "floor_at": None,
         "floor_id": None,
+        "held": False,
+        "default_held": False,
     }
     with private_cluster() as cluster:
         ctx = Context(cluster=cluster, profile=QUICK, logs=logs, venvs=logs)

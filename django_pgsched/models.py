@@ -911,6 +911,22 @@ class JobRun(models.Model):
                 condition=models.Q(schedule__isnull=True),
                 name="pgsched_run_one_off_idx",
             ),
+            # A held tenant's claim (max_running, engine/queries.sql executor_held_pick):
+            # its claimable runs in the claim's order, and its running ones counted.
+            # Runs without a tenant take no entry.
+            models.Index(
+                models.F("tenant"),
+                models.F("priority") * -1,
+                models.F("fire_after"),
+                models.F("id"),
+                condition=models.Q(status__in=CLAIMABLE_STATUSES) & ~models.Q(tenant=""),
+                name="pgsched_run_tenant_due_idx",
+            ),
+            models.Index(
+                fields=("tenant", "claim_expires_at"),
+                condition=models.Q(status=RunStatus.RUNNING) & ~models.Q(tenant=""),
+                name="pgsched_run_tenant_running_idx",
+            ),
             # The history API (django_pgsched.history): one tenant's runs in the
             # order of its pages, so a page of a day is a range read that stops
             # after the page. Runs without a tenant take no entry.

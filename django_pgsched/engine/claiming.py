@@ -90,7 +90,16 @@ def claim_params(
         "floor_rank": floor[0] if floor else None,
         "floor_at": floor[1] if floor else None,
         "floor_id": floor[2] if floor else None,
+        "held": False,  # executor_pass_by_id: ids a claim source named, never a held tenant's
+        "default_held": default_max_running(settings) is not None,
     }
+
+
+def default_max_running(settings: Settings) -> int | None:
+    """``PGSCHED["TENANT_DEFAULTS"]["max_running"]``: the limit of tenants without a
+    record (checked by the system check pgsched.E003)."""
+    value = (settings.TENANT_DEFAULTS or {}).get("max_running")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def new_claim(

@@ -34,7 +34,7 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connections
+from django.db import DatabaseError, InterfaceError, OperationalError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import events
@@ -44,7 +44,7 @@ from ..outcomes import LeaseLost
 from ..registry import all_jobs
 from ..statuses import AttemptStatus
 from . import db, failpoints, queries, recording
-from .claiming import ClaimCursor, NextDue, claim_params, new_claim
+from .claiming import ClaimCursor, NextDue, claim_params, default_max_running, new_claim
 from .claims import Claim, ClaimState, Outcome
 from .guard import Guard
 from .rows import ExecutorPassResult
@@ -62,6 +62,10 @@ GATHER_WINDOW = 0.002
 # A pass that left a due run unclaimed (an overlap policy or a start deadline may
 # hold it back for good) runs the guard first, at most this often (seconds).
 GUARD_INTERVAL = 0.5
+# How often (seconds) a replica reads again whether any tenant has a max_running,
+# which decides whether its passes also run the held claim (executor_held_lock):
+# a tenant given one waits at most this long for its first claim after that.
+HELD_RECHECK = 2.0
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,8 @@ class Executor:
         self.guard = Guard(settings=self.settings, using=self.using, role="executor")
         self._guard_wanted = False
         self._guard_after = 0.0  # monotonic
+        self._held = False  # a tenant has a max_running (see _held_tenants)
+        self._held_checked_at = -HELD_RECHECK
 
     # -- public --------------------------------------------------------------------
 
@@ -163,6 +169,14 @@ class Executor:
             renewed, lost_renewing = self._renew(conn, now)
             limit = 0 if self.stopping.is_set() else self.idle_slots()
             exchange = self._exchange(conn, now, limit)
+            left = limit - len(exchange.claims)
+            if left > 0 and self._held_tenants(conn):
+                held = self._exchange_held(conn, now, left)
+                exchange = Exchange(
+                    exchange.claims + held.claims,
+                    exchange.recorded + held.recorded,
+                    exchange.next_due_in,
+                )
             for claim in exchange.claims:
                 self.slots.submit(claim)
             completed = exchange.recorded
@@ -264,8 +278,17 @@ class Executor:
 
     # -- recording and claiming ----------------------------------------------------------
 
-    def _exchange(self, conn: BaseDatabaseWrapper, now: datetime | None, limit: int) -> Exchange:
-        """Record finished outcomes and claim up to ``limit`` runs, in one statement."""
+    def _exchange(
+        self,
+        conn: BaseDatabaseWrapper,
+        now: datetime | None,
+        limit: int,
+        held: list[int] | None = None,
+    ) -> Exchange:
+        """Record finished outcomes and claim up to ``limit`` runs, in one statement.
+
+        ``held``: claim these runs of held tenants by id (:meth:`_exchange_held`).
+        """
         self._claim_again = False
         outcomes = self.slots.take_outcomes(self._unwritten)
         jobs = sorted(all_jobs())
@@ -274,7 +297,7 @@ class Executor:
         if not outcomes and limit == 0:
             self._unwritten = []
             return Exchange([], 0, None)
-        by_id = self._pull(limit, waiting=bool(outcomes))
+        by_id = held if held is not None else self._pull(limit, waiting=bool(outcomes))
         if by_id is not None:  # claim these runs by id (PGSCHED["CLAIMS"]: the broker's)
             limit = len(by_id)
             if not outcomes and not by_id:
@@ -303,6 +326,7 @@ class Executor:
         )
         if by_id is not None:
             claiming["claim_ids"] = by_id
+            claiming["held"] = held is not None
         try:
             result = self._pass(
                 conn, now, recording.record_params(outcomes, self.settings), claiming
@@ -336,7 +360,9 @@ class Executor:
             )
             for row in result.claimed
         ]
-        if by_id is not None:
+        if held is not None:
+            pass  # not the broker's: its claims are this replica's own
+        elif by_id is not None:
             self._claimed_by_id(claims)
         elif limit:
             self.claim_cursor.move(floor, result.claimed, full=len(claims) == limit)
@@ -394,9 +420,12 @@ class Executor:
         # since the last pass never hides it
         live_since = None if by_id else self._live_since
         params = {"now": now, "live_since": live_since, **record, **claim}
-        statement = (
-            self.broker.statement if by_id and self.broker is not None else queries.EXECUTOR_PASS
-        )
+        if claim.get("held"):
+            statement = queries.EXECUTOR_PASS_BY_ID
+        elif by_id and self.broker is not None:
+            statement = self.broker.statement
+        else:
+            statement = queries.EXECUTOR_PASS
         result = ExecutorPassResult.from_rows(db.fetch(conn, statement, params))
         self._live_since = result.live_since
         if live_since is not None and (result.live_since is None or result.live_since < live_since):
@@ -404,6 +433,60 @@ class Executor:
             # the horizon (a backfill, a retried old run): this pass did not look there
             self._claim_again = True
         return result
+
+    # -- tenants with a max_running (held tenants) ------------------------------------------
+
+    def _held_tenants(self, conn: BaseDatabaseWrapper) -> bool:
+        """Whether a tenant has a ``max_running`` (read again every HELD_RECHECK seconds).
+
+        The claim never takes such a tenant's runs whatever this says (the database
+        decides); this only decides whether a pass also runs the held claim.
+        """
+        if default_max_running(self.settings) is not None:
+            return True  # every tenant without a record is held
+        at = self.clock()
+        if at >= self._held_checked_at + HELD_RECHECK:
+            self._held_checked_at = at
+            self._held = bool(db.fetch(conn, queries.HELD_TENANTS_EXIST, {})[0].held)
+        return self._held
+
+    def _exchange_held(
+        self, conn: BaseDatabaseWrapper, now: datetime | None, limit: int
+    ) -> Exchange:
+        """Claim up to ``limit`` runs of held tenants, each within its ``max_running``.
+
+        One transaction: each such tenant with a due run is locked (advisory, in key
+        order), its live leases counted, its next runs picked, and those claimed by
+        id; the commit releases the locks. Every replica does the same under the
+        same locks, so the count is exact across replicas; a crashed replica's
+        runs stop counting when their leases expire.
+        """
+        if self.stopping.is_set() or not all_jobs():
+            return Exchange([], 0, None)
+        base = {
+            "now": now,
+            "live_since": self._live_since,
+            "jobs": sorted(all_jobs()),
+            "queues": self.queues,
+            "default_max_running": default_max_running(self.settings),
+        }
+        with transaction.atomic(using=self.using):
+            tenants = db.fetch(conn, queries.EXECUTOR_HELD_LOCK, base)
+            if not tenants:
+                return Exchange([], 0, None)
+            picked = db.fetch(
+                conn,
+                queries.EXECUTOR_HELD_PICK,
+                {
+                    **base,
+                    "keys": [t.key for t in tenants],
+                    "maxes": [t.max_running for t in tenants],
+                    "limit": limit,
+                },
+            )
+            if not picked:
+                return Exchange([], 0, None)
+            return self._exchange(conn, now, len(picked), held=[row.id for row in picked])
 
     # -- a claim transport's claim step (PGSCHED["CLAIMS"], engine/ports.py) ---------------
 

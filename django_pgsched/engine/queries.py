@@ -74,6 +74,10 @@ ENSURE_MONTHS = Statement("ensure_months", rows.EnsuredMonths)
 EXECUTOR_PASS = Statement("executor_pass", rows.PassRow)
 # executor_pass claiming the ids a claim source named (a claim transport: engine/ports.py)
 EXECUTOR_PASS_BY_ID = Statement("executor_pass_by_id", rows.PassRow)
+# a held tenant's (max_running) claim: its lock, then its picks, then EXECUTOR_PASS_BY_ID
+HELD_TENANTS_EXIST = Statement("held_tenants_exist", rows.HeldTenantsExist)
+EXECUTOR_HELD_LOCK = Statement("executor_held_lock", rows.HeldTenant)
+EXECUTOR_HELD_PICK = Statement("executor_held_pick", rows.HeldRun)
 EXECUTOR_DEFER = Statement("executor_defer", rows.Deferred)
 GUARD_DECIDE = Statement("guard_decide", rows.GuardDecision)
 GUARD_APPLY = Statement("guard_apply", rows.GuardApplied)
@@ -99,6 +103,9 @@ STATEMENTS: tuple[Statement[Any] | Command, ...] = (
     ENSURE_MONTHS,
     EXECUTOR_PASS,
     EXECUTOR_PASS_BY_ID,
+    HELD_TENANTS_EXIST,
+    EXECUTOR_HELD_LOCK,
+    EXECUTOR_HELD_PICK,
     EXECUTOR_DEFER,
     GUARD_DECIDE,
     GUARD_APPLY,

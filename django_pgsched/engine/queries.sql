@@ -239,9 +239,16 @@ claimable AS MATERIALIZED (
        AND (r.claim_expires_at IS NULL OR r.claim_expires_at < (SELECT now FROM clock))
        AND r.attempts < r.max_attempts
        AND r.job = ANY(%(jobs)b::text[])
-       -- never a run of a paused tenant (pgsched_tenant_paused_idx: usually empty)
+       -- never a run of a paused tenant, nor of one with a max_running: those are
+       -- claimed by id under the tenant's lock (executor_held_lock); the index
+       -- pgsched_tenant_held_idx holds only such tenants (usually none)
        AND (r.tenant = '' OR NOT EXISTS (SELECT FROM pgsched_tenant t
-                                          WHERE t.key = r.tenant AND t.paused))
+                                          WHERE t.key = r.tenant
+                                            AND (t.paused OR t.max_running IS NOT NULL)))
+       -- a tenant without a record is held too when PGSCHED["TENANT_DEFAULTS"] has a
+       -- max_running (%(default_held)s)
+       AND (r.tenant = '' OR NOT %(default_held)s::boolean
+            OR EXISTS (SELECT FROM pgsched_tenant t WHERE t.key = r.tenant))
        AND (%(queues)b::text[] IS NULL OR r.queue = ANY(%(queues)b::text[]))
        -- a start deadline: never started after it (the guard marks the run missed)
        AND (r.start_by IS NULL OR r.start_by >= (SELECT now FROM clock) OR r.status = 'retrying')
@@ -337,8 +344,18 @@ next_due AS (
                AND (q.start_by IS NULL OR q.start_by >= (SELECT now FROM clock)
                     OR q.status = 'retrying')
                AND q.job = ANY(%(jobs)b::text[])
+               -- nor a paused tenant's; a held tenant's (max_running) only while
+               -- it is not yet due: once due it waits for a slot of its tenant, which
+               -- a finish frees (this replica's next pass, any other's poll)
                AND (q.tenant = '' OR NOT EXISTS (SELECT FROM pgsched_tenant t
-                                                  WHERE t.key = q.tenant AND t.paused))
+                                                  WHERE t.key = q.tenant
+                                                    AND (t.paused
+                                                         OR (t.max_running IS NOT NULL
+                                                             AND q.fire_after
+                                                                 <= (SELECT now FROM clock)))))
+               AND (q.tenant = '' OR NOT %(default_held)s::boolean
+                    OR q.fire_after > (SELECT now FROM clock)
+                    OR EXISTS (SELECT FROM pgsched_tenant t WHERE t.key = q.tenant))
                AND (%(queues)b::text[] IS NULL OR q.queue = ANY(%(queues)b::text[]))
                AND q.id NOT IN (SELECT id FROM claimable)
              ORDER BY q.fire_after
@@ -483,12 +500,13 @@ SELECT ARRAY(SELECT id FROM missed) AS missed, ARRAY(SELECT id FROM dropped) AS 
 -- executor_pass claiming the runs %(claim_ids)s that the broker named
 -- (PGSCHED["CLAIMS"], django_pgsched/broker/consumer.py) instead of reading the claim
 -- index. Written out, not derived: every other part is executor_pass's, word for
--- word (tests/unit/test_named_statements.py compares them): the fenced recording, the
+-- word (tests/unit/test_claims_transport.py compares them): the fenced recording, the
 -- claimable CTE's predicates (status, due, attempts left, jobs, queues, no live lease,
--- the overlap and deadline guards), the lease. It differs in three places: the
+-- the overlap and deadline guards), the lease. It differs in four places: the
 -- claimable runs come from the ids, looked up by primary key; no claim cursor and no
 -- order (a generic plan that kept the ORDER BY read the claim index and filtered the
--- ids: tests/integration/test_plans.py); no next-due probe.
+-- ids: tests/integration/test_plans.py); no next-due probe; and a held tenant's runs
+-- (max_running) are claimable when %(held)s says the ids are executor_held_pick's.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
 ),
@@ -541,9 +559,17 @@ claimable AS MATERIALIZED (
        AND (r.claim_expires_at IS NULL OR r.claim_expires_at < (SELECT now FROM clock))
        AND r.attempts < r.max_attempts
        AND r.job = ANY(%(jobs)b::text[])
-       -- never a run of a paused tenant (pgsched_tenant_paused_idx: usually empty)
+       -- never a run of a paused tenant, nor of one with a max_running unless
+       -- %(held)s: the ids were picked under the tenant's lock (executor_held_pick);
+       -- a broker's ids never are
        AND (r.tenant = '' OR NOT EXISTS (SELECT FROM pgsched_tenant t
-                                          WHERE t.key = r.tenant AND t.paused))
+                                          WHERE t.key = r.tenant
+                                            AND (t.paused OR (t.max_running IS NOT NULL
+                                                              AND NOT %(held)s::boolean))))
+       -- a tenant without a record is held too when PGSCHED["TENANT_DEFAULTS"] has a
+       -- max_running (%(default_held)s)
+       AND (r.tenant = '' OR NOT %(default_held)s::boolean
+            OR EXISTS (SELECT FROM pgsched_tenant t WHERE t.key = r.tenant) OR %(held)s::boolean)
        AND (%(queues)b::text[] IS NULL OR r.queue = ANY(%(queues)b::text[]))
        AND (r.start_by IS NULL OR r.start_by >= (SELECT now FROM clock) OR r.status = 'retrying')
        AND (r.overlap IS NULL
@@ -614,8 +640,18 @@ next_due AS (
                AND (q.start_by IS NULL OR q.start_by >= (SELECT now FROM clock)
                     OR q.status = 'retrying')
                AND q.job = ANY(%(jobs)b::text[])
+               -- nor a paused tenant's; a held tenant's (max_running) only while
+               -- it is not yet due: once due it waits for a slot of its tenant, which
+               -- a finish frees (this replica's next pass, any other's poll)
                AND (q.tenant = '' OR NOT EXISTS (SELECT FROM pgsched_tenant t
-                                                  WHERE t.key = q.tenant AND t.paused))
+                                                  WHERE t.key = q.tenant
+                                                    AND (t.paused
+                                                         OR (t.max_running IS NOT NULL
+                                                             AND q.fire_after
+                                                                 <= (SELECT now FROM clock)))))
+               AND (q.tenant = '' OR NOT %(default_held)s::boolean
+                    OR q.fire_after > (SELECT now FROM clock)
+                    OR EXISTS (SELECT FROM pgsched_tenant t WHERE t.key = q.tenant))
                AND (%(queues)b::text[] IS NULL OR q.queue = ANY(%(queues)b::text[]))
                AND q.id NOT IN (SELECT id FROM claimable)
              ORDER BY q.fire_after
@@ -633,6 +669,117 @@ SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue
           FROM pgsched_run_horizon h) AS live_since
   FROM clock
   LEFT JOIN claimed c ON true
+
+
+-- name: held_tenants_exist
+-- Whether any tenant has a max_running (pgsched_tenant_held_idx): the executor reads
+-- it every few seconds to decide whether its passes run the held claim.
+SELECT EXISTS (SELECT FROM pgsched_tenant
+                WHERE max_running IS NOT NULL AND NOT paused) AS held;
+
+
+-- name: executor_held_lock
+-- The tenants with a max_running ("held" tenants) that have a run this replica
+-- could claim now, each locked for the rest of the transaction (advisory lock class
+-- 1885826, by the tenant's key), in key order. Under the lock, executor_held_pick
+-- counts the tenant's running runs and picks its next ones, and executor_pass_by_id
+-- claims them: one replica at a time per tenant, so a tenant never has more than
+-- max_running runs with a live lease. Run inside a transaction.
+WITH RECURSIVE clock AS (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+),
+-- with PGSCHED["TENANT_DEFAULTS"]["max_running"] (%(default_max_running)s), also every
+-- tenant without a record: the distinct tenants of unfinished runs, one index probe
+-- each (pgsched_run_tenant_due_idx)
+unrecorded (tenant) AS (
+    SELECT min(r.tenant)
+      FROM pgsched_job_run r
+     WHERE %(default_max_running)s::integer IS NOT NULL
+       AND r.status IN ('pending', 'retrying') AND r.tenant <> ''
+       AND r.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity')
+    UNION ALL
+    SELECT (SELECT min(r.tenant)
+              FROM pgsched_job_run r
+             WHERE r.status IN ('pending', 'retrying') AND r.tenant <> ''
+               AND r.tenant > u.tenant
+               AND r.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity'))
+      FROM unrecorded u
+     WHERE u.tenant IS NOT NULL
+),
+held AS (
+    SELECT t.key, t.max_running
+      FROM pgsched_tenant t
+     WHERE t.max_running IS NOT NULL AND NOT t.paused
+    UNION ALL
+    SELECT u.tenant, %(default_max_running)s::integer
+      FROM unrecorded u
+     WHERE u.tenant IS NOT NULL
+       AND NOT EXISTS (SELECT FROM pgsched_tenant t WHERE t.key = u.tenant)
+),
+due AS MATERIALIZED (
+    SELECT h.key, h.max_running
+      FROM held h
+     WHERE EXISTS (SELECT FROM pgsched_job_run r
+                    WHERE r.tenant = h.key
+                      AND r.status IN ('pending', 'retrying')
+                      AND r.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity')
+                      AND r.fire_after <= (SELECT now FROM clock)
+                      AND r.job = ANY(%(jobs)b::text[])
+                      AND (%(queues)b::text[] IS NULL OR r.queue = ANY(%(queues)b::text[])))
+     ORDER BY h.key
+     LIMIT 1000
+)
+-- the lock is taken after the sort (a volatile function of the output), in key order
+SELECT key, max_running, pg_advisory_xact_lock(1885826, hashtext(key))::text AS locked
+  FROM due
+ ORDER BY key;
+
+
+-- name: executor_held_pick
+-- Under the locks of executor_held_lock (a later statement: its snapshot sees every
+-- claim committed before the lock was granted): for each held tenant, how many of its
+-- runs hold a live lease, and up to max_running less that many of its claimable runs,
+-- in the claim's order. At most %(limit)s ids, shared round-robin among the tenants.
+-- executor_pass_by_id then claims them (held = true), checking them again.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+),
+room AS (
+    SELECT h.key,
+           h.max_running - (SELECT count(*)
+                              FROM pgsched_job_run r
+                             WHERE r.tenant = h.key AND r.status = 'running'
+                               AND r.claim_expires_at >= (SELECT now FROM clock)) AS free
+      FROM unnest(%(keys)b::text[], %(maxes)b::integer[]) AS h(key, max_running)
+),
+picked AS (
+    SELECT p.id, p.turn
+      FROM room,
+           LATERAL (SELECT r.id,
+                           row_number() OVER (ORDER BY r.priority * -1, r.fire_after, r.id)
+                               AS turn
+                      FROM pgsched_job_run r
+                     WHERE r.tenant = room.key
+                       AND r.status IN ('pending', 'retrying')
+                       AND r.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity')
+                       AND r.fire_after <= (SELECT now FROM clock)
+                       AND (r.claim_expires_at IS NULL
+                            OR r.claim_expires_at < (SELECT now FROM clock))
+                       AND r.attempts < r.max_attempts
+                       AND r.job = ANY(%(jobs)b::text[])
+                       AND (%(queues)b::text[] IS NULL OR r.queue = ANY(%(queues)b::text[]))
+                       AND (r.start_by IS NULL OR r.start_by >= (SELECT now FROM clock)
+                            OR r.status = 'retrying')
+                       -- an overlap policy's earlier unfinished run (executor_pass)
+                       AND (r.overlap IS NULL
+                            OR NOT EXISTS (SELECT FROM pgsched_job_run e
+                                            WHERE e.schedule_id = r.schedule_id
+                                              AND e.overlap IS NOT NULL
+                                              AND e.finished_at IS NULL AND e.id < r.id))
+                     ORDER BY r.priority * -1, r.fire_after, r.id
+                     LIMIT greatest(room.free, 0)) p
+)
+SELECT id FROM picked ORDER BY turn, id LIMIT %(limit)s;
 
 
 -- name: executor_defer

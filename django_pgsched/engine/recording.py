@@ -156,6 +156,8 @@ NOTHING_TO_CLAIM: Mapping[str, Any] = {
     "floor_rank": None,
     "floor_at": None,
     "floor_id": None,
+    "held": False,
+    "default_held": False,
 }
 
 

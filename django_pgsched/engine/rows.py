@@ -168,6 +168,26 @@ class GuardApplied(NamedTuple):
     dropped: list[int]
 
 
+class HeldTenantsExist(NamedTuple):
+    """``held_tenants_exist``: whether any tenant has a ``max_running``."""
+
+    held: bool
+
+
+class HeldTenant(NamedTuple):
+    """``executor_held_lock``: a tenant with a ``max_running`` and a due run, now locked."""
+
+    key: str
+    max_running: int
+    locked: str  # pg_advisory_xact_lock()'s void, as text
+
+
+class HeldRun(NamedTuple):
+    """``executor_held_pick``: a run of a held tenant that has a slot for it."""
+
+    id: int
+
+
 class Released(NamedTuple):
     """``executor_release``: a run given back unstarted."""
 

@@ -64,8 +64,12 @@ class Tenant(models.Model):
             ),
         )
         indexes = (
+            # the tenants the claim leaves to others (paused) or to the held claim
+            # (max_running): usually none, so the claim's probe reads an empty index
             models.Index(
-                fields=("key",), condition=models.Q(paused=True), name="pgsched_tenant_paused_idx"
+                fields=("key",),
+                condition=models.Q(paused=True) | models.Q(max_running__isnull=False),
+                name="pgsched_tenant_held_idx",
             ),
         )
 

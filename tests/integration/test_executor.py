@@ -556,6 +556,8 @@ def executor_params(limit: int) -> dict:
         "floor_rank": None,
         "floor_at": None,
         "floor_id": None,
+        "held": False,
+        "default_held": False,
     }
 
 

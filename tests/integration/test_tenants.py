@@ -132,9 +132,10 @@ def test_backfill_and_run_now_name_the_tenant(make_schedule):
     make_schedule(name="nightly", cron="0 0 * * *", tenant="globex", next_fire_at=T)
     with pytest.raises(ValidationError, match="no schedule named 'nightly'"):
         backfill("nightly", at("2026-02-01 00:00:00"), at("2026-02-03 00:00:00"))
-    assert backfill(
-        "nightly", at("2026-02-01 00:00:00"), at("2026-02-03 00:00:00"), tenant="globex"
-    ) == 2
+    assert (
+        backfill("nightly", at("2026-02-01 00:00:00"), at("2026-02-03 00:00:00"), tenant="globex")
+        == 2
+    )
     assert set(JobRun.objects.values_list("tenant", flat=True)) == {"globex"}
     call_command("pgsched_run", schedule="nightly", tenant="acme")
     assert JobRun.objects.filter(tenant="acme").count() == 1

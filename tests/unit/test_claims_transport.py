@@ -67,7 +67,7 @@ def _code(sql: str) -> list[str]:
     return [line for line in lines if line.strip()]
 
 
-def test_the_claim_by_id_is_executor_pass_but_in_its_three_written_places():
+def test_the_claim_by_id_is_executor_pass_but_in_its_four_written_places():
     """executor_pass_by_id is written out (engine/queries.sql); this keeps it in step."""
     original = _code(queries.get("executor_pass"))
     by_id = _code(queries.get("executor_pass_by_id"))
@@ -78,6 +78,9 @@ def test_the_claim_by_id_is_executor_pass_but_in_its_three_written_places():
         "               coalesce(%(floor_id)s::bigint, 0))",
         "     ORDER BY r.priority * -1, r.fire_after, r.id",
     ]
+    held_tenants = " " * 44 + "AND (t.paused OR t.max_running IS NOT NULL)))"
+    unrecorded = " " * 12 + "OR EXISTS (SELECT FROM pgsched_tenant t WHERE t.key = r.tenant))"
+    assert held_tenants in original and unrecorded in original
     expected = []
     for line in original:
         if line in cursor:
@@ -89,6 +92,16 @@ def test_the_claim_by_id_is_executor_pass_but_in_its_three_written_places():
             ]
         elif line == "     WHERE (SELECT count(*) FROM claimable) < %(limit)s":
             expected.append("     WHERE false")
+        elif line == unrecorded:  # by id: also when the ids are the held claim's picks
+            expected.append(
+                " " * 12 + "OR EXISTS (SELECT FROM pgsched_tenant t WHERE t.key = r.tenant)"
+                " OR %(held)s::boolean)"
+            )
+        elif line == held_tenants:  # by id: a held tenant's runs when the ids are its picks
+            expected += [
+                " " * 44 + "AND (t.paused OR (t.max_running IS NOT NULL",
+                " " * 62 + "AND NOT %(held)s::boolean))))",
+            ]
         else:
             expected.append(line)
     assert [x for x in original if x in cursor] == cursor  # executor_pass's own cursor
