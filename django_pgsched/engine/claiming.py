@@ -95,6 +95,12 @@ def claim_params(
     }
 
 
+def default_weight(settings: Settings) -> int:
+    """``PGSCHED["TENANT_DEFAULTS"]["weight"]``: the weight of tenants without a record."""
+    value = (settings.TENANT_DEFAULTS or {}).get("weight", 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1
+
+
 def default_max_running(settings: Settings) -> int | None:
     """``PGSCHED["TENANT_DEFAULTS"]["max_running"]``: the limit of tenants without a
     record (checked by the system check pgsched.E003)."""

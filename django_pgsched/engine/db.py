@@ -115,7 +115,16 @@ def _ms(seconds: float) -> str:
 #: but its estimate carries the disabled sort's cost, which is why the
 #: sessions run without JIT (below). tests/integration/test_plans.py checks
 #: the claim's plan under these settings.
-ROLE_PLANNER_SETTINGS: dict[str, dict[str, str]] = {"executor": {"enable_sort": "off"}}
+#:
+#: Nor does the executor read a month of runs whole (``enable_seqscan`` off):
+#: every one of its statements finds its rows through an index, and a generic
+#: plan made while the month was small (the replica started before a burst was
+#: planned) joined the claim's update to the month by a sequential scan for
+#: each claimed run, which the plan kept once the month held 100,000: 400 ms a
+#: pass (``bench/fairness.py``, auto_explain), where the primary key takes 0.1.
+ROLE_PLANNER_SETTINGS: dict[str, dict[str, str]] = {
+    "executor": {"enable_sort": "off", "enable_seqscan": "off"}
+}
 
 
 def configure(conn: BaseDatabaseWrapper, role: str, settings: Settings | None = None) -> None:

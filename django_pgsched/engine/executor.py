@@ -44,7 +44,14 @@ from ..outcomes import LeaseLost
 from ..registry import all_jobs
 from ..statuses import AttemptStatus
 from . import db, failpoints, queries, recording
-from .claiming import ClaimCursor, NextDue, claim_params, default_max_running, new_claim
+from .claiming import (
+    ClaimCursor,
+    NextDue,
+    claim_params,
+    default_max_running,
+    default_weight,
+    new_claim,
+)
 from .claims import Claim, ClaimState, Outcome
 from .guard import Guard
 from .rows import ExecutorPassResult
@@ -66,6 +73,18 @@ GUARD_INTERVAL = 0.5
 # which decides whether its passes also run the held claim (executor_held_lock):
 # a tenant given one waits at most this long for its first claim after that.
 HELD_RECHECK = 2.0
+# The fair claim visits at most this many tenants with unfinished runs per pass, in
+# key order from where the last one stopped (one index probe each).
+FAIR_TENANTS = 64
+# How often a replica runs the fair claim while contended (seconds). While two or
+# more tenants have more runs due than their share, at every contended pass: the
+# claims are shared. While only one has (a tenant's burst beside others whose due
+# runs all fit in their shares), the interval doubles from FAIR_STEP up to
+# FAIR_INTERVAL and the passes between run the usual claim alone: a fair pass costs
+# about two usual ones (bench/fairness.py), and a run of the others that falls due
+# during the burst waits at most about FAIR_INTERVAL for the next fair pass.
+FAIR_STEP = 0.025
+FAIR_INTERVAL = 0.25
 
 
 @dataclass(frozen=True)
@@ -143,6 +162,12 @@ class Executor:
         self._guard_wanted = False
         self._guard_after = 0.0  # monotonic
         self._held = False  # a tenant has a max_running (see _held_tenants)
+        self._tenanted_runs = False  # an unfinished run has a tenant (see _tenanted)
+        self._tenanted_checked_at = -HELD_RECHECK
+        self._contended = False  # the last pass filled every idle slot
+        self._fair_after = ""  # the fair claim's rotation: the last tenant it visited
+        self._fair_next = 0.0  # monotonic: no fair claim before (FAIR_INTERVAL)
+        self._fair_wait = 0.0  # the interval after the last fair claim
         self._held_checked_at = -HELD_RECHECK
 
     # -- public --------------------------------------------------------------------
@@ -168,7 +193,22 @@ class Executor:
         with db.session("executor", self.using) as conn:
             renewed, lost_renewing = self._renew(conn, now)
             limit = 0 if self.stopping.is_set() else self.idle_slots()
-            exchange = self._exchange(conn, now, limit)
+            fair = Exchange([], 0, None)
+            if (
+                limit
+                and self._contended
+                and self.clock() >= self._fair_next
+                and self._tenanted(conn)
+            ):
+                fair = self._exchange_fair(conn, now, limit)
+            exchange = self._exchange(conn, now, limit - len(fair.claims))
+            exchange = Exchange(
+                fair.claims + exchange.claims,
+                fair.recorded + exchange.recorded,
+                exchange.next_due_in,
+            )
+            if limit:  # demand beyond supply: the next pass shares its claim by weight
+                self._contended = len(exchange.claims) >= limit
             left = limit - len(exchange.claims)
             if left > 0 and self._held_tenants(conn):
                 held = self._exchange_held(conn, now, left)
@@ -284,10 +324,12 @@ class Executor:
         now: datetime | None,
         limit: int,
         held: list[int] | None = None,
+        fair: list[int] | None = None,
     ) -> Exchange:
         """Record finished outcomes and claim up to ``limit`` runs, in one statement.
 
-        ``held``: claim these runs of held tenants by id (:meth:`_exchange_held`).
+        ``held``: claim these runs of held tenants by id (:meth:`_exchange_held`);
+        ``fair``: these runs, by id (:meth:`_exchange_fair`).
         """
         self._claim_again = False
         outcomes = self.slots.take_outcomes(self._unwritten)
@@ -297,7 +339,8 @@ class Executor:
         if not outcomes and limit == 0:
             self._unwritten = []
             return Exchange([], 0, None)
-        by_id = held if held is not None else self._pull(limit, waiting=bool(outcomes))
+        named = held if held is not None else fair
+        by_id = named if named is not None else self._pull(limit, waiting=bool(outcomes))
         if by_id is not None:  # claim these runs by id (PGSCHED["CLAIMS"]: the broker's)
             limit = len(by_id)
             if not outcomes and not by_id:
@@ -327,6 +370,7 @@ class Executor:
         if by_id is not None:
             claiming["claim_ids"] = by_id
             claiming["held"] = held is not None
+            claiming["own"] = named is not None
         try:
             result = self._pass(
                 conn, now, recording.record_params(outcomes, self.settings), claiming
@@ -360,7 +404,7 @@ class Executor:
             )
             for row in result.claimed
         ]
-        if held is not None:
+        if named is not None:
             pass  # not the broker's: its claims are this replica's own
         elif by_id is not None:
             self._claimed_by_id(claims)
@@ -420,7 +464,7 @@ class Executor:
         # since the last pass never hides it
         live_since = None if by_id else self._live_since
         params = {"now": now, "live_since": live_since, **record, **claim}
-        if claim.get("held"):
+        if claim.get("own"):
             statement = queries.EXECUTOR_PASS_BY_ID
         elif by_id and self.broker is not None:
             statement = self.broker.statement
@@ -449,6 +493,63 @@ class Executor:
             self._held_checked_at = at
             self._held = bool(db.fetch(conn, queries.HELD_TENANTS_EXIST, {})[0].held)
         return self._held
+
+    def _tenanted(self, conn: BaseDatabaseWrapper) -> bool:
+        """Whether an unfinished run has a tenant (read again every HELD_RECHECK seconds).
+
+        Only then does a contended pass run the fair claim; with the broker's
+        claims (``PGSCHED["CLAIMS"]``) it never does: the broker orders the claims.
+        """
+        if self.broker is not None:
+            return False
+        at = self.clock()
+        if at >= self._tenanted_checked_at + HELD_RECHECK:
+            self._tenanted_checked_at = at
+            rows = db.fetch(conn, queries.TENANTED_RUNS_EXIST, {})
+            self._tenanted_runs = bool(rows[0].tenanted)
+        return self._tenanted_runs
+
+    def _exchange_fair(
+        self, conn: BaseDatabaseWrapper, now: datetime | None, limit: int
+    ) -> Exchange:
+        """Claim up to ``limit`` runs shared among tenants by weight (the fair claim).
+
+        Run when the last pass filled every idle slot: one tenant's burst would
+        otherwise take every claim until it is done. The picks are claimed by id
+        in the transaction that picked (and locked) them; what they leave, the usual
+        claim takes in its order.
+        """
+        if not all_jobs():
+            return Exchange([], 0, None)
+        with transaction.atomic(using=self.using):  # the picks stay locked until claimed
+            return self._claim_fair(conn, now, limit)
+
+    def _claim_fair(self, conn: BaseDatabaseWrapper, now: datetime | None, limit: int) -> Exchange:
+        picked = db.fetch(
+            conn,
+            queries.EXECUTOR_FAIR_PICK,
+            {
+                "now": now,
+                "live_since": self._live_since,
+                "jobs": sorted(all_jobs()),
+                "queues": self.queues,
+                "limit": limit,
+                "after": self._fair_after,
+                "tenants": FAIR_TENANTS,
+                "default_weight": default_weight(self.settings),
+                "default_held": default_max_running(self.settings) is not None,
+            },
+        )
+        rotated = bool(picked) and picked[0].visited >= FAIR_TENANTS
+        self._fair_after = (picked[0].last_visited or "") if rotated else ""
+        if picked and picked[0].starved >= 2:  # tenants contend: share every pass
+            self._fair_wait = 0.0
+        else:  # at most one tenant wants more than its share: back off
+            self._fair_wait = min(FAIR_INTERVAL, max(FAIR_STEP, 2 * self._fair_wait))
+        self._fair_next = self.clock() + self._fair_wait
+        if not picked:
+            return Exchange([], 0, None)
+        return self._exchange(conn, now, len(picked), fair=[row.id for row in picked])
 
     def _exchange_held(
         self, conn: BaseDatabaseWrapper, now: datetime | None, limit: int

@@ -78,6 +78,9 @@ EXECUTOR_PASS_BY_ID = Statement("executor_pass_by_id", rows.PassRow)
 HELD_TENANTS_EXIST = Statement("held_tenants_exist", rows.HeldTenantsExist)
 EXECUTOR_HELD_LOCK = Statement("executor_held_lock", rows.HeldTenant)
 EXECUTOR_HELD_PICK = Statement("executor_held_pick", rows.HeldRun)
+# the fair claim (a contended pass shares its claim by tenant weight), then EXECUTOR_PASS_BY_ID
+TENANTED_RUNS_EXIST = Statement("tenanted_runs_exist", rows.TenantedRunsExist)
+EXECUTOR_FAIR_PICK = Statement("executor_fair_pick", rows.FairPick)
 EXECUTOR_DEFER = Statement("executor_defer", rows.Deferred)
 GUARD_DECIDE = Statement("guard_decide", rows.GuardDecision)
 GUARD_APPLY = Statement("guard_apply", rows.GuardApplied)
@@ -106,6 +109,8 @@ STATEMENTS: tuple[Statement[Any] | Command, ...] = (
     HELD_TENANTS_EXIST,
     EXECUTOR_HELD_LOCK,
     EXECUTOR_HELD_PICK,
+    TENANTED_RUNS_EXIST,
+    EXECUTOR_FAIR_PICK,
     EXECUTOR_DEFER,
     GUARD_DECIDE,
     GUARD_APPLY,

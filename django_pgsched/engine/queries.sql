@@ -502,8 +502,9 @@ SELECT ARRAY(SELECT id FROM missed) AS missed, ARRAY(SELECT id FROM dropped) AS 
 -- index. Written out, not derived: every other part is executor_pass's, word for
 -- word (tests/unit/test_claims_transport.py compares them): the fenced recording, the
 -- claimable CTE's predicates (status, due, attempts left, jobs, queues, no live lease,
--- the overlap and deadline guards), the lease. It differs in four places: the
--- claimable runs come from the ids, looked up by primary key; no claim cursor and no
+-- the overlap and deadline guards), the lease. It differs in five places: the
+-- claimable runs come from the ids, looked up by primary key (their status read as
+-- text, so that no partial index can serve instead); no claim cursor and no
 -- order (a generic plan that kept the ORDER BY read the claim index and filtered the
 -- ids: tests/integration/test_plans.py); no next-due probe; and a held tenant's runs
 -- (max_running) are claimable when %(held)s says the ids are executor_held_pick's.
@@ -553,7 +554,11 @@ claimable AS MATERIALIZED (
       -- "r.id = ANY(ids)" a generic plan also read the claimable index (a BitmapAnd)
       FROM unnest(%(claim_ids)b::bigint[]) AS named(id)
       JOIN pgsched_job_run r ON r.id = named.id
-     WHERE r.status IN ('pending', 'retrying')
+      -- status as text, which no partial index's predicate follows from: a generic plan
+      -- made while the month held few due runs probed the claimable index for each id
+      -- ("fire_after <= now AND id = named.id": every due entry per id; 27-86 ms a pass
+      -- in a 100k burst, bench/fairness.py --statements) instead of the primary key
+     WHERE r.status::text || '' IN ('pending', 'retrying')
        AND r.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity')
        AND r.fire_after <= (SELECT now FROM clock)
        AND (r.claim_expires_at IS NULL OR r.claim_expires_at < (SELECT now FROM clock))
@@ -692,17 +697,20 @@ WITH RECURSIVE clock AS (
 -- tenant without a record: the distinct tenants of unfinished runs, one index probe
 -- each (pgsched_run_tenant_due_idx)
 unrecorded (tenant) AS (
-    SELECT min(r.tenant)
-      FROM pgsched_job_run r
+    -- (ordered as pgsched_run_tenant_due_idx is, which only it can give without a sort)
+    SELECT (SELECT r.tenant
+              FROM pgsched_job_run r
+             WHERE r.status IN ('pending', 'retrying') AND r.tenant <> ''
+             ORDER BY r.tenant, r.priority * -1
+             LIMIT 1)
      WHERE %(default_max_running)s::integer IS NOT NULL
-       AND r.status IN ('pending', 'retrying') AND r.tenant <> ''
-       AND r.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity')
     UNION ALL
-    SELECT (SELECT min(r.tenant)
+    SELECT (SELECT r.tenant
               FROM pgsched_job_run r
              WHERE r.status IN ('pending', 'retrying') AND r.tenant <> ''
                AND r.tenant > u.tenant
-               AND r.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity'))
+             ORDER BY r.tenant, r.priority * -1
+             LIMIT 1)
       FROM unrecorded u
      WHERE u.tenant IS NOT NULL
 ),
@@ -719,13 +727,16 @@ held AS (
 due AS MATERIALIZED (
     SELECT h.key, h.max_running
       FROM held h
+     -- a due run of the tenant, in pgsched_run_tenant_due_idx's order (which the history's
+     -- tenant index cannot give: it would walk the tenant's finished runs)
      WHERE EXISTS (SELECT FROM pgsched_job_run r
-                    WHERE r.tenant = h.key
+                    WHERE r.tenant = h.key AND r.tenant <> ''  -- the partial index's
                       AND r.status IN ('pending', 'retrying')
-                      AND r.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity')
                       AND r.fire_after <= (SELECT now FROM clock)
                       AND r.job = ANY(%(jobs)b::text[])
-                      AND (%(queues)b::text[] IS NULL OR r.queue = ANY(%(queues)b::text[])))
+                      AND (%(queues)b::text[] IS NULL OR r.queue = ANY(%(queues)b::text[]))
+                    ORDER BY r.tenant, r.priority * -1
+                    LIMIT 1)
      ORDER BY h.key
      LIMIT 1000
 )
@@ -748,7 +759,8 @@ room AS (
     SELECT h.key,
            h.max_running - (SELECT count(*)
                               FROM pgsched_job_run r
-                             WHERE r.tenant = h.key AND r.status = 'running'
+                             WHERE r.tenant = h.key AND r.tenant <> ''
+                               AND r.status = 'running'
                                AND r.claim_expires_at >= (SELECT now FROM clock)) AS free
       FROM unnest(%(keys)b::text[], %(maxes)b::integer[]) AS h(key, max_running)
 ),
@@ -759,7 +771,7 @@ picked AS (
                            row_number() OVER (ORDER BY r.priority * -1, r.fire_after, r.id)
                                AS turn
                       FROM pgsched_job_run r
-                     WHERE r.tenant = room.key
+                     WHERE r.tenant = room.key AND r.tenant <> ''  -- the partial index's
                        AND r.status IN ('pending', 'retrying')
                        AND r.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity')
                        AND r.fire_after <= (SELECT now FROM clock)
@@ -780,6 +792,143 @@ picked AS (
                      LIMIT greatest(room.free, 0)) p
 )
 SELECT id FROM picked ORDER BY turn, id LIMIT %(limit)s;
+
+
+-- name: tenanted_runs_exist
+-- Whether any unfinished run has a tenant (pgsched_run_tenant_due_idx, every month:
+-- no scheduled_for bound, which would let the history's tenant index serve): the executor
+-- reads it every few seconds to decide whether a contended pass shares its claim.
+SELECT EXISTS (SELECT FROM pgsched_job_run r
+                WHERE r.status IN ('pending', 'retrying') AND r.tenant <> '')
+       AS tenanted;
+
+
+-- name: executor_fair_pick
+-- The fair claim, when the last pass filled every idle slot (demand beyond supply):
+-- the claim is shared by weight among the tenants with due runs, so one tenant's
+-- burst never holds back another's runs for the burst's length.
+-- 1. up to %(tenants)s tenants with unfinished runs, after %(after)s (the last one the
+--    previous fair pass visited: a rotation), one probe each of pgsched_run_tenant_due_idx
+--    (in every month: a scheduled_for bound would let the history's tenant index serve,
+--    walking a tenant's finished runs);
+-- 2. of those, the ones neither paused nor held (max_running: the held claim's), each
+--    with its weight (its record's, else %(default_weight)s), and how many of its runs
+--    are due (counted up to %(limit)s);
+-- 3. each one's share of %(limit)s by weight, at most what it has due; what a tenant
+--    leaves goes, by weight again, to those with more due;
+-- 4. each one's due claimable runs in the claim's order, as many as its share, locked
+--    FOR NO KEY UPDATE SKIP LOCKED (so replicas take different runs, as in the usual
+--    claim); the turns divided by the weight interleave the tenants; at most %(limit)s.
+-- executor_pass_by_id claims them in the same transaction. Runs without a tenant are
+-- not shared: the usual claim, after this one, takes them with the slots left. Each
+-- row also says how many tenants had more due than their share (%(limit)s counted at
+-- most): with two or more, the executor runs the fair claim again at its next pass.
+WITH RECURSIVE clock AS (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+),
+visited (tenant, n) AS (
+    -- (ordered as pgsched_run_tenant_due_idx is, which only it can give without a sort)
+    SELECT (SELECT r.tenant
+              FROM pgsched_job_run r
+             WHERE r.status IN ('pending', 'retrying') AND r.tenant <> ''
+               AND r.tenant > %(after)s::text
+             ORDER BY r.tenant, r.priority * -1
+             LIMIT 1),
+           1
+    UNION ALL
+    SELECT (SELECT r.tenant
+              FROM pgsched_job_run r
+             WHERE r.status IN ('pending', 'retrying') AND r.tenant <> ''
+               AND r.tenant > v.tenant
+             ORDER BY r.tenant, r.priority * -1
+             LIMIT 1),
+           v.n + 1
+      FROM visited v
+     WHERE v.tenant IS NOT NULL AND v.n < %(tenants)s
+),
+contenders AS MATERIALIZED (
+    SELECT v.tenant, coalesce(t.weight, %(default_weight)s::integer) AS weight
+      FROM visited v
+      LEFT JOIN pgsched_tenant t ON t.key = v.tenant
+     WHERE v.tenant IS NOT NULL
+       AND NOT coalesce(t.paused OR t.max_running IS NOT NULL, %(default_held)s::boolean)
+),
+demand AS MATERIALIZED (
+    SELECT c.tenant, c.weight, d.due
+      FROM contenders c,
+           LATERAL (SELECT count(*) AS due
+                      FROM (SELECT
+                              FROM pgsched_job_run r
+                             WHERE r.tenant = c.tenant AND r.tenant <> ''  -- the partial index's
+                               AND r.status IN ('pending', 'retrying')
+                               AND r.fire_after <= (SELECT now FROM clock)
+                               AND (r.claim_expires_at IS NULL
+                                    OR r.claim_expires_at < (SELECT now FROM clock))
+                               AND r.attempts < r.max_attempts
+                               AND r.job = ANY(%(jobs)b::text[])
+                               AND (%(queues)b::text[] IS NULL
+                                    OR r.queue = ANY(%(queues)b::text[]))
+                             ORDER BY r.tenant, r.priority * -1
+                             LIMIT %(limit)s) x) d
+     WHERE d.due > 0
+),
+shares AS (
+    SELECT d.tenant, d.weight, d.due,
+           least(d.due, ceil(%(limit)s::float8 * d.weight / sum(d.weight) OVER ())::integer)
+               AS first
+      FROM demand d
+),
+allotted AS (
+    SELECT s.tenant, s.weight, s.due,
+           s.first + CASE WHEN s.due > s.first
+                          THEN least(s.due - s.first,
+                                     ceil(greatest(%(limit)s - sum(s.first) OVER (), 0)::float8
+                                          * s.weight
+                                          / sum(CASE WHEN s.due > s.first THEN s.weight END)
+                                                OVER ())::integer)
+                          ELSE 0 END AS n
+      FROM shares s
+),
+picked AS (
+    SELECT p.id, p.turn::float8 / a.weight AS share
+      FROM allotted a,
+           LATERAL (SELECT x.id, row_number() OVER (ORDER BY x.rank, x.fire_after, x.id) AS turn
+                      FROM (SELECT r.id, r.priority * -1 AS rank, r.fire_after
+                              FROM pgsched_job_run r
+                             WHERE r.tenant = a.tenant AND r.tenant <> ''  -- the partial index's
+                               AND r.status IN ('pending', 'retrying')
+                               AND r.scheduled_for
+                                   >= coalesce(%(live_since)s::timestamptz, '-infinity')
+                               AND r.fire_after <= (SELECT now FROM clock)
+                               AND (r.claim_expires_at IS NULL
+                                    OR r.claim_expires_at < (SELECT now FROM clock))
+                               AND r.attempts < r.max_attempts
+                               AND r.job = ANY(%(jobs)b::text[])
+                               AND (%(queues)b::text[] IS NULL
+                                    OR r.queue = ANY(%(queues)b::text[]))
+                               AND (r.start_by IS NULL OR r.start_by >= (SELECT now FROM clock)
+                                    OR r.status = 'retrying')
+                               -- an overlap policy's earlier unfinished run (executor_pass)
+                               AND (r.overlap IS NULL
+                                    OR NOT EXISTS (SELECT FROM pgsched_job_run e
+                                                    WHERE e.schedule_id = r.schedule_id
+                                                      AND e.overlap IS NOT NULL
+                                                      AND e.finished_at IS NULL
+                                                      AND e.id < r.id))
+                             ORDER BY r.tenant, r.priority * -1, r.fire_after, r.id
+                             LIMIT a.n
+                               FOR NO KEY UPDATE OF r SKIP LOCKED) x) p
+),
+ranked AS (
+    SELECT p.id, row_number() OVER (ORDER BY p.share, p.id) AS k FROM picked p
+)
+SELECT ranked.id,
+       (SELECT max(tenant) FROM visited) AS last_visited,
+       (SELECT count(tenant) FROM visited) AS visited,
+       (SELECT count(*) FROM allotted a WHERE a.due > a.n) AS starved
+  FROM ranked
+ WHERE ranked.k <= %(limit)s
+ ORDER BY ranked.k;
 
 
 -- name: executor_defer

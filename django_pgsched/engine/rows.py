@@ -188,6 +188,21 @@ class HeldRun(NamedTuple):
     id: int
 
 
+class TenantedRunsExist(NamedTuple):
+    """``tenanted_runs_exist``: whether any unfinished run has a tenant."""
+
+    tenanted: bool
+
+
+class FairPick(NamedTuple):
+    """``executor_fair_pick``: a run the fair claim picked, and how far its visit went."""
+
+    id: int
+    last_visited: str | None  # the last tenant visited (the next pass starts after it)
+    visited: int
+    starved: int  # how many tenants had more runs due than their share
+
+
 class Released(NamedTuple):
     """``executor_release``: a run given back unstarted."""
 
