@@ -728,15 +728,18 @@ due AS MATERIALIZED (
     SELECT h.key, h.max_running
       FROM held h
      -- a due run of the tenant, in pgsched_run_tenant_due_idx's order (which the history's
-     -- tenant index cannot give: it would walk the tenant's finished runs)
-     WHERE EXISTS (SELECT FROM pgsched_job_run r
-                    WHERE r.tenant = h.key AND r.tenant <> ''  -- the partial index's
-                      AND r.status IN ('pending', 'retrying')
-                      AND r.fire_after <= (SELECT now FROM clock)
-                      AND r.job = ANY(%(jobs)b::text[])
-                      AND (%(queues)b::text[] IS NULL OR r.queue = ANY(%(queues)b::text[]))
-                    ORDER BY r.tenant, r.priority * -1
-                    LIMIT 1)
+     -- tenant index cannot give: it would walk the tenant's finished runs); a scalar
+     -- subquery, not EXISTS, which PostgreSQL plans without its ORDER BY
+     WHERE (SELECT true
+              FROM pgsched_job_run r
+             WHERE r.tenant >= h.key AND r.tenant <= h.key  -- see executor_fair_pick
+               AND r.tenant <> ''  -- the partial index's
+               AND r.status IN ('pending', 'retrying')
+               AND r.fire_after <= (SELECT now FROM clock)
+               AND r.job = ANY(%(jobs)b::text[])
+               AND (%(queues)b::text[] IS NULL OR r.queue = ANY(%(queues)b::text[]))
+             ORDER BY r.tenant, r.priority * -1
+             LIMIT 1)
      ORDER BY h.key
      LIMIT 1000
 )
@@ -759,7 +762,8 @@ room AS (
     SELECT h.key,
            h.max_running - (SELECT count(*)
                               FROM pgsched_job_run r
-                             WHERE r.tenant = h.key AND r.tenant <> ''
+                             WHERE r.tenant >= h.key AND r.tenant <= h.key  -- see executor_fair_pick
+                               AND r.tenant <> ''
                                AND r.status = 'running'
                                AND r.claim_expires_at >= (SELECT now FROM clock)) AS free
       FROM unnest(%(keys)b::text[], %(maxes)b::integer[]) AS h(key, max_running)
@@ -767,11 +771,14 @@ room AS (
 picked AS (
     SELECT p.id, p.turn
       FROM room,
+           -- (the tenant leads the order: pgsched_run_tenant_due_idx's, which no other
+           -- index gives for a range of tenants)
            LATERAL (SELECT r.id,
-                           row_number() OVER (ORDER BY r.priority * -1, r.fire_after, r.id)
-                               AS turn
+                           row_number() OVER (ORDER BY r.tenant, r.priority * -1, r.fire_after,
+                                                       r.id) AS turn
                       FROM pgsched_job_run r
-                     WHERE r.tenant = room.key AND r.tenant <> ''  -- the partial index's
+                     WHERE r.tenant >= room.key AND r.tenant <= room.key  -- see executor_fair_pick
+                       AND r.tenant <> ''  -- the partial index's
                        AND r.status IN ('pending', 'retrying')
                        AND r.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity')
                        AND r.fire_after <= (SELECT now FROM clock)
@@ -788,7 +795,7 @@ picked AS (
                                             WHERE e.schedule_id = r.schedule_id
                                               AND e.overlap IS NOT NULL
                                               AND e.finished_at IS NULL AND e.id < r.id))
-                     ORDER BY r.priority * -1, r.fire_after, r.id
+                     ORDER BY r.tenant, r.priority * -1, r.fire_after, r.id
                      LIMIT greatest(room.free, 0)) p
 )
 SELECT id FROM picked ORDER BY turn, id LIMIT %(limit)s;
@@ -816,6 +823,13 @@ SELECT EXISTS (SELECT FROM pgsched_job_run r
 --    are due (counted up to %(limit)s);
 -- 3. each one's share of %(limit)s by weight, at most what it has due; what a tenant
 --    leaves goes, by weight again, to those with more due;
+--    (a tenant's runs are read as the range "tenant >= t AND tenant <= t", not
+--    "tenant = t": with the equality, PostgreSQL drops the tenant from the order it
+--    needs, so pgsched_run_claim_order_idx can give it too, and a generic plan made on
+--    statistics of one tenant alone read the other's burst in that index, filtering
+--    on the tenant; the range is estimated as narrow whatever the statistics, and
+--    only pgsched_run_tenant_due_idx gives its order without a sort:
+--    tests/integration/test_plans.py)
 -- 4. each one's due claimable runs in the claim's order, as many as its share, locked
 --    FOR NO KEY UPDATE SKIP LOCKED (so replicas take different runs, as in the usual
 --    claim); the turns divided by the weight interleave the tenants; at most %(limit)s.
@@ -859,7 +873,8 @@ demand AS MATERIALIZED (
            LATERAL (SELECT count(*) AS due
                       FROM (SELECT
                               FROM pgsched_job_run r
-                             WHERE r.tenant = c.tenant AND r.tenant <> ''  -- the partial index's
+                             WHERE r.tenant >= c.tenant AND r.tenant <= c.tenant  -- see executor_fair_pick
+                               AND r.tenant <> ''  -- the partial index's
                                AND r.status IN ('pending', 'retrying')
                                AND r.fire_after <= (SELECT now FROM clock)
                                AND (r.claim_expires_at IS NULL
@@ -895,7 +910,8 @@ picked AS (
            LATERAL (SELECT x.id, row_number() OVER (ORDER BY x.rank, x.fire_after, x.id) AS turn
                       FROM (SELECT r.id, r.priority * -1 AS rank, r.fire_after
                               FROM pgsched_job_run r
-                             WHERE r.tenant = a.tenant AND r.tenant <> ''  -- the partial index's
+                             WHERE r.tenant >= a.tenant AND r.tenant <= a.tenant  -- see executor_fair_pick
+                               AND r.tenant <> ''  -- the partial index's
                                AND r.status IN ('pending', 'retrying')
                                AND r.scheduled_for
                                    >= coalesce(%(live_since)s::timestamptz, '-infinity')
