@@ -56,6 +56,10 @@ _EPOCH = datetime(1, 1, 2, tzinfo=UTC)  # before every occurrence
 
 logger = logging.getLogger(__name__)
 
+# After this many runs created (by this planner since it last looked), months whose
+# statistics the new runs outgrew are analyzed (planner_stale_months).
+ANALYZE_AFTER = 10_000
+
 GAP_REASON = "dst_gap"  # the skipped metric's "policy" label for times a clock change skipped
 
 
@@ -106,6 +110,7 @@ class Planner:
         self.settings = settings or get_settings()
         self.batch = batch or self.settings.PLANNER_BATCH
         self.using = using or self.settings.DATABASE_ALIAS
+        self._created_since_analyze = 0
 
     def run_once(self, now: datetime | None = None) -> PlanResult:
         """Plan one batch. ``now`` overrides the database clock (tests only)."""
@@ -129,8 +134,41 @@ class Planner:
                 broken=result.broken,
                 ledgered=result.ledgered_by,
             )
+        self._created_since_analyze += result.created
+        if self._created_since_analyze >= ANALYZE_AFTER:
+            self._created_since_analyze = 0
+            self.refresh_statistics()
         events.loop_ticked.send(sender=type(self), loop="planner", db_now=result.db_now)
         return result
+
+    def refresh_statistics(self) -> list[str]:
+        """ANALYZE the months of runs whose statistics a burst outgrew; returns them.
+
+        A replica prepares its statements once and keeps their plans
+        (``plan_cache_mode = force_generic_plan``). Made while a month held a few
+        runs, a plan that suits a few (a scan of the month for each claimed run)
+        stays after the planner wrote 100,000 into it, until the month is
+        analyzed, which autovacuum does within a minute or so: the length of a
+        burst. ANALYZE makes every session plan again, on statistics of what the
+        month holds. It takes no lock that writes wait for; ``SKIP_LOCKED``: a
+        month another replica is analyzing is left to it. A role that does not own
+        the table is refused with a warning (PostgreSQL 17 has the MAINTAIN
+        privilege for it) and autovacuum's ANALYZE is what remains.
+        """
+        try:
+            with db.session("planner", self.using) as conn:
+                stale = db.fetch(
+                    conn, queries.PLANNER_STALE_MONTHS, {"at_least": ANALYZE_AFTER // 2}
+                )
+                for row in stale:
+                    with conn.cursor() as cursor:
+                        cursor.execute(f"ANALYZE (SKIP_LOCKED) {row.month}")  # from pg_class
+        except DatabaseError as exc:  # the runs are planned; autovacuum analyzes them later
+            logger.warning("could not analyze the months of runs after a burst: %s", exc)
+            return []
+        if stale:
+            logger.info("analyzed %s after a burst", ", ".join(r.month for r in stale))
+        return [row.month for row in stale]
 
     def _transaction(self, now: datetime | None, *, one_by_one: bool) -> PlanResult:
         with db.session("planner", self.using) as conn:

@@ -70,6 +70,7 @@ class Command:
 PLANNER_CLAIM = Statement("planner_claim", rows.DueSchedule)
 PLANNER_APPLY = Statement("planner_apply", rows.Applied)
 PLANNER_MARK_BROKEN = Command("planner_mark_broken")
+PLANNER_STALE_MONTHS = Statement("planner_stale_months", rows.StaleMonth)
 ENSURE_MONTHS = Statement("ensure_months", rows.EnsuredMonths)
 EXECUTOR_PASS = Statement("executor_pass", rows.PassRow)
 # executor_pass claiming the ids a claim source named (a claim transport: engine/ports.py)
@@ -103,6 +104,7 @@ STATEMENTS: tuple[Statement[Any] | Command, ...] = (
     PLANNER_CLAIM,
     PLANNER_APPLY,
     PLANNER_MARK_BROKEN,
+    PLANNER_STALE_MONTHS,
     ENSURE_MONTHS,
     EXECUTOR_PASS,
     EXECUTOR_PASS_BY_ID,

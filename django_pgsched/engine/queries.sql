@@ -68,6 +68,23 @@ SELECT clock.now AS db_now, s.id, s.name, s.job, s.cron,
        ) d ON true;
 
 
+-- name: planner_stale_months
+-- The months of runs (partitions of pgsched_job_run) whose statistics the runs
+-- written since their last ANALYZE have outgrown: at least %(at_least)s rows
+-- changed, and more than half as many as the statistics counted (autovacuum's rule
+-- is a tenth, at its next round: up to a minute). The planner analyzes them after a
+-- burst: plans made while a month was small (every replica's, prepared and kept)
+-- are made again for what it holds. pg_stat_user_tables is readable by any role.
+SELECT s.relid::regclass::text AS month
+  FROM pg_stat_user_tables s
+  JOIN pg_inherits i ON i.inhrelid = s.relid
+  JOIN pg_class c ON c.oid = s.relid
+ WHERE i.inhparent = 'pgsched_job_run'::regclass
+   AND s.n_mod_since_analyze >= %(at_least)s
+   AND s.n_mod_since_analyze > greatest(c.reltuples, 0) / 2
+ ORDER BY s.relid::regclass::text;
+
+
 -- name: planner_apply
 -- One statement per batch: insert the runs (ADR guard 2: the unique index on
 -- (schedule_id, scheduled_for) and ON CONFLICT DO NOTHING), advance every

@@ -194,6 +194,12 @@ class TenantedRunsExist(NamedTuple):
     tenanted: bool
 
 
+class StaleMonth(NamedTuple):
+    """``planner_stale_months``: a month of runs whose statistics a burst outgrew."""
+
+    month: str  # the partition, as regclass text (quoted where it must be)
+
+
 class FairPick(NamedTuple):
     """``executor_fair_pick``: a run the fair claim picked, and how far its visit went."""
 
