@@ -13,7 +13,9 @@ without tenants, in the same run: what tenants cost the claim::
 ``--statements`` also prints each cell's ten statements of most server time and
 the server time of the claim's statements per run (``pg_stat_statements``);
 ``PGSCHED_BENCH_EXPLAIN_MS=25`` logs the plans of statements slower than that
-(``auto_explain``) and copies the server's log beside the replicas' logs.
+(``auto_explain``) and copies the server's log beside the replicas' logs;
+``PGSCHED_BENCH_PREPARE_SQL`` runs SQL on the migrated database first (what an
+index costs: ``DROP INDEX ...``).
 Run it from a checkout without fair claiming for the "before"
 (``bench/results/20261203-fairness.md``). It starts its own private cluster
 (``bench/cluster.py``), never your server.
@@ -64,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     claim_cost: dict[tuple[str, int], float] = {}  # µs of the claim's statements per run
     with private_cluster() as cluster:
         dsn = migrated_database(cluster, "fair")
+        prepare = os.environ.get("PGSCHED_BENCH_PREPARE_SQL")
+        if prepare:  # diagnostics: what an index costs, say (DROP INDEX ...), before the cells
+            cluster.sql("fair", prepare)
         explain_ms = os.environ.get("PGSCHED_BENCH_EXPLAIN_MS")
         if explain_ms:  # diagnostics: the plans of slow statements, in the server's log
             for name, value in (
