@@ -113,7 +113,9 @@ def check_query(
         or any(ord(c) < 32 or ord(c) == 127 for c in schedule)
     ):
         raise InvalidParameter(
-            "schedule", f"expected a schedule name of 1 to {SCHEDULE_MAX_LENGTH} characters"
+            "schedule",
+            f"expected a schedule name of 1 to {SCHEDULE_MAX_LENGTH} characters,"
+            " without control characters",
         )
     statuses: tuple[str, ...] | None = None
     if status is not None:

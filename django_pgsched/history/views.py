@@ -10,6 +10,7 @@ another tenant's runs, schedules or counts. A bad parameter answers 400 with
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, date, datetime, time
 from functools import wraps
@@ -19,6 +20,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.cache import patch_cache_control, patch_vary_headers
+from django.views.decorators.csrf import csrf_exempt
 
 from ..conf import get_settings
 from ..digits import ascii_int
@@ -28,6 +30,9 @@ from .cursors import InvalidParameter
 from .queries import _AllTenants, check_query, page
 from .serialize import RUN_FIELDS, attempt_json, run_json
 
+# the query parameters only staff may give (without a TENANT_RESOLVER); the served
+# document leaves them out where a resolver decides the tenant
+STAFF_ONLY = frozenset({"tenant"})
 LIST_PARAMETERS = frozenset({"cursor", "status", "schedule", "since", "until", "limit"})
 STAFF_PARAMETERS = frozenset({"tenant"})  # staff (no resolver) may narrow to one tenant
 MAX_ID = 2**63 - 1
@@ -71,7 +76,11 @@ def _one(request: HttpRequest, name: str) -> str | None:
 
 
 def require_safe(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """GET and HEAD only; any other method answers 405 in JSON."""
+    """GET and HEAD only; any other method answers 405 in JSON.
+
+    Exempt from the CSRF check, which would answer an unsafe method 403 in HTML
+    before the view says 405: the view never acts on one.
+    """
 
     @wraps(view)
     def inner(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
@@ -81,7 +90,7 @@ def require_safe(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespons
             return response
         return view(request, *args, **kwargs)
 
-    return inner
+    return csrf_exempt(inner)
 
 
 def _resolve(request: HttpRequest) -> str | _AllTenants | JsonResponse:
@@ -162,6 +171,21 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
 
 @require_safe
 def openapi(request: HttpRequest) -> HttpResponse:
-    """``GET openapi.json``: the OpenAPI description of this API (static, no data)."""
+    """``GET openapi.json``: the OpenAPI description of these APIs (no data).
+
+    Its ``servers`` entry is where the project mounted the URLs (this document's
+    own path without ``openapi.json``), so that clients and tools built from it
+    call the paths there.
+    """
     text = files(__package__).joinpath("openapi.json").read_text(encoding="utf-8")
-    return HttpResponse(text, content_type="application/json")
+    document = json.loads(text)
+    mount = request.path[: -len("openapi.json")].rstrip("/") or "/"
+    document["servers"] = [{"url": mount}]
+    if get_settings().TENANT_RESOLVER:  # a tenant's requests: no staff-only parameter
+        for item in document["paths"].values():
+            for operation in item.values():
+                if isinstance(operation, dict) and "parameters" in operation:
+                    operation["parameters"] = [
+                        p for p in operation["parameters"] if p.get("name") not in STAFF_ONLY
+                    ]
+    return HttpResponse(json.dumps(document, indent=2), content_type="application/json")

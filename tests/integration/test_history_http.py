@@ -209,6 +209,8 @@ def test_the_openapi_description_matches_the_statuses(client, db):
     packaged = json.loads(
         files("django_pgsched.history").joinpath("openapi.json").read_text(encoding="utf-8")
     )
+    # served with where the project mounted it (tests/urls.py: "scheduler/")
+    assert doc.pop("servers") == [{"url": "/scheduler"}]
     assert doc == packaged and doc["openapi"].startswith("3.1")
     # every URL the package mounts is described
     import re
@@ -219,6 +221,9 @@ def test_the_openapi_description_matches_the_statuses(client, db):
     assert {m.replace("{run_id}", "{id}") for m in mounted} == set(doc["paths"])
     schemas = doc["components"]["schemas"]
     assert schemas["RunStatus"]["enum"] == list(RunStatus.values)
+    (status,) = [p for p in doc["paths"]["/runs/"]["get"]["parameters"] if p["name"] == "status"]
+    alternatives = "|".join(RunStatus.values)
+    assert status["schema"]["pattern"] == f"^(?:{alternatives})(?:,(?:{alternatives}))*$"
     assert sorted(schemas["Attempt"]["properties"]["status"]["enum"]) == sorted(
         AttemptStatus.values
     )
