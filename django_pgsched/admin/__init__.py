@@ -26,14 +26,15 @@ Three rules keep it honest and fast:
 Modules: :mod:`~django_pgsched.admin.common` (what both pages share),
 :mod:`~django_pgsched.admin.schedules`, :mod:`~django_pgsched.admin.runs`,
 :mod:`~django_pgsched.admin.replicas`, :mod:`~django_pgsched.admin.changes`
-(the audit trail) and :mod:`~django_pgsched.admin.breakers` (HTTP delivery's
-circuit breakers); each registers its model admin when imported, as Django's
+(the audit trail), :mod:`~django_pgsched.admin.breakers` (HTTP delivery's
+circuit breakers) and :mod:`~django_pgsched.admin.tenants` (quotas, pause and
+usage); each registers its model admin when imported, as Django's
 autodiscovery imports this package. The templates are
 in ``templates/admin/pgsched/``.
 """
 
 from __future__ import annotations
 
-from . import breakers, changes, common, replicas, runs, schedules
+from . import breakers, changes, common, replicas, runs, schedules, tenants
 
-__all__ = ["breakers", "changes", "common", "replicas", "runs", "schedules"]
+__all__ = ["breakers", "changes", "common", "replicas", "runs", "schedules", "tenants"]

@@ -35,9 +35,11 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import DatabaseError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
@@ -46,6 +48,8 @@ from ..conf import Settings, get_settings
 from ..limits import LAST_FIRE_TIME, MAX_RUNS_PER_SCHEDULE
 from ..registry import JobDefaults, job_defaults
 from ..statuses import STOPPED_REASONS, SkipReason
+from ..tenants.limits import TenantLimits, build_defaults
+from ..tenants.quotas import check_gap
 from ..timing import jitter, timetable, zoned
 from . import db, failpoints, queries
 from .policies import Decision, Skipped, decide, span
@@ -194,6 +198,7 @@ class Planner:
             failpoints.hit("planner.after_claim")
         memo: dict[tuple[Any, ...], tuple[timetable.Timetable, Decision]] = {}
         following: dict[tuple[int, datetime], datetime | None] = {}
+        default_gap = build_defaults(self.settings.TENANT_DEFAULTS).min_interval
         for row in rows:
             if row.schedule.defect:  # values Python cannot hold or the planner cannot use
                 row.error = f"cannot read the schedule: out of range: {row.schedule.defect}"[:2000]
@@ -203,10 +208,37 @@ class Planner:
                 self._ledger_paused_tenant(row, db_now)
             else:
                 self._decide(row, db_now, memo)
+                self._hold_to_min_interval(row, default_gap)
             if row.decision is not None:
                 self._unplanned(row, db_now)
                 self._prepare(row, following)
         return db_now, rows
+
+    def _hold_to_min_interval(self, row: _Row, default_gap: timedelta | None) -> None:
+        """A schedule of a tenant with a ``min_interval`` whose planned occurrences come
+        closer than that is broken, with the quota's message, and plans nothing.
+
+        ``clean()`` refuses such a schedule wherever it is defined; this holds the quota
+        for one written past it (SQL, a quota lowered later). Each pass looks at the gaps
+        between the occurrences it plans and the next one, so every two consecutive
+        occurrences are looked at once.
+        """
+        due, decision = row.schedule, row.decision
+        if decision is None or not due.tenant:
+            return
+        gap_allowed = due.tenant_min_interval if due.tenant_recorded else default_gap
+        if gap_allowed is None:
+            return
+        times = [*decision.runs, *([decision.next_fire_at] if decision.next_fire_at else [])]
+        gaps = [b - a for a, b in pairwise(times)]
+        try:
+            check_gap(
+                due.tenant, min(gaps) if gaps else None, TenantLimits(min_interval=gap_allowed)
+            )
+        except ValidationError as exc:
+            row.decision, row.spans = None, ()
+            row.error = exc.messages[0][:2000]
+            logger.error("schedule %s (%s) is broken: %s", row.id, due.name, row.error)
 
     def _prepare(self, row: _Row, following: dict[tuple[int, datetime], datetime | None]) -> None:
         """The row's runs' ``fire_after`` and its spans' previous occurrences; else broken."""

@@ -35,7 +35,15 @@ SELECT clock.now AS db_now, s.id, s.name, s.job, s.cron,
        -- its tenant is paused: its due occurrences go to the ledger, no run is made
        -- (pgsched_tenant_paused_idx: a probe of an index of the paused tenants only)
        (s.tenant <> '' AND EXISTS (SELECT FROM pgsched_tenant t
-                                    WHERE t.key = s.tenant AND t.paused)) AS tenant_paused
+                                    WHERE t.key = s.tenant AND t.paused)) AS tenant_paused,
+       -- its tenant's min_interval, which the planner holds each planned gap to (a
+       -- record's; a tenant without one has TENANT_DEFAULTS'): one probe of the tenants'
+       -- primary key, for a schedule of a tenant only
+       s.tenant,
+       (s.tenant <> '' AND EXISTS (SELECT FROM pgsched_tenant t WHERE t.key = s.tenant))
+           AS tenant_recorded,
+       CASE WHEN s.tenant <> '' THEN (SELECT t.min_interval FROM pgsched_tenant t
+                                       WHERE t.key = s.tenant) END AS tenant_min_interval
   FROM clock
   LEFT JOIN LATERAL (
         SELECT *

@@ -45,6 +45,9 @@ class DueSchedule(NamedTuple):
     unplanned_reason: str | None
     defect: str | None  # values out of range, named ('' or None: none); the row is then broken
     tenant_paused: bool | None  # its tenant is paused (None: no schedule on the row)
+    tenant: str | None
+    tenant_recorded: bool | None  # its tenant has a record (else TENANT_DEFAULTS apply)
+    tenant_min_interval: timedelta | None  # the record's min_interval
 
 
 class Applied(NamedTuple):
