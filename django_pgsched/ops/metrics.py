@@ -247,6 +247,46 @@ SELECT clock_timestamp(),
 """
 
 
+# Per-tenant gauges (PGSCHED["METRICS_TENANT_LABEL"]): each from the partial index of
+# its runs (pgsched_run_tenant_running_idx, pgsched_run_tenant_due_idx), never the
+# history; at most TENANTS_LIMIT tenants each, the busiest first.
+TENANTS_LIMIT = 1000
+TENANT_RUNNING_SQL = """
+SELECT tenant, count(*) FROM pgsched_job_run
+ WHERE status = 'running' AND tenant <> '' AND claim_expires_at >= clock_timestamp()
+ GROUP BY tenant ORDER BY count(*) DESC, tenant LIMIT %(limit)s
+"""
+TENANT_DUE_SQL = """
+SELECT tenant, count(*) FROM pgsched_job_run
+ WHERE status IN ('pending', 'retrying') AND tenant <> '' AND fire_after <= clock_timestamp()
+ GROUP BY tenant ORDER BY count(*) DESC, tenant LIMIT %(limit)s
+"""
+TENANT_PAUSED_SQL = "SELECT key FROM pgsched_tenant WHERE paused ORDER BY key LIMIT %(limit)s"
+
+
+def _tenant_gauges(alias: str) -> Iterator[GaugeMetricFamily]:
+    """Live leases and due runs by tenant, and the paused tenants."""
+    families = (
+        ("pgsched_tenant_runs_running", "Runs of the tenant holding a live lease now "
+         "(what max_running counts), all replicas together.", TENANT_RUNNING_SQL),
+        ("pgsched_tenant_runs_due", "Runs of the tenant due and waiting to be claimed.",
+         TENANT_DUE_SQL),
+        ("pgsched_tenant_paused", "1 for each paused tenant (tenants.pause).", TENANT_PAUSED_SQL),
+    )  # fmt: skip
+    for name, text, sql in families:
+        try:
+            with connections[alias].cursor() as cursor:
+                cursor.execute(sql, {"limit": TENANTS_LIMIT})
+                rows = cursor.fetchall()
+        except DatabaseError:
+            logger.warning("metrics: %s could not be read", name, exc_info=True)
+            continue
+        family = GaugeMetricFamily(name, text, labels=["tenant"])
+        for row in rows:
+            family.add_metric([row[0]], row[1] if len(row) > 1 else 1)
+        yield family
+
+
 class DatabaseCollector(Collector):
     """Gauges read from the database at scrape time."""
 
@@ -326,6 +366,8 @@ class DatabaseCollector(Collector):
             for reason in ("not_planned", "not_running"):
                 stalled.add_metric([reason], stalls.get(reason, 0))
             yield stalled
+        if get_settings().METRICS_TENANT_LABEL:
+            yield from _tenant_gauges(alias)
         yield GaugeMetricFamily(
             "pgsched_clock_skew_seconds",
             "This replica's clock minus the database's.",

@@ -212,3 +212,24 @@ def test_the_metrics_server_listens_on_loopback_unless_told(db, metrics):
         assert server.server_address[0] == "127.0.0.1"  # like runserver
     finally:
         server.server_close()
+
+
+def test_tenant_gauges_only_with_the_tenant_label(db, metrics, settings):
+    """Live leases and due runs per tenant, and the paused tenants, read at scrape time
+    from the runs' partial indexes; off without METRICS_TENANT_LABEL (cardinality)."""
+    from django_pgsched.models import Tenant
+
+    Tenant.objects.create(key="globex", paused=True, pause_reason="unpaid")
+    for _ in range(3):
+        enqueue("tests.noop", tenant="acme")
+    enqueue("tests.noop", tenant="initech")
+    Executor(concurrency=1)._exchange(connection, None, 1)  # one leased, not finished
+    leased = JobRun.objects.get(status="running")
+    assert not any(name.startswith("pgsched_tenant_") for name, _ in samples(metrics))
+    settings.PGSCHED = {"METRICS_TENANT_LABEL": True}
+    due = {t: value(metrics, "pgsched_tenant_runs_due", tenant=t) for t in ("acme", "initech")}
+    assert sum(due.values()) == 3 and due[leased.tenant] == (2 if leased.tenant == "acme" else 0)
+    assert value(metrics, "pgsched_tenant_runs_running", tenant=leased.tenant) == 1
+    assert value(metrics, "pgsched_tenant_paused", tenant="globex") == 1
+    JobRun.objects.filter(pk=leased.pk).update(claim_expires_at=T)  # the lease expired
+    assert ("pgsched_tenant_runs_running", (("tenant", leased.tenant),)) not in samples(metrics)
