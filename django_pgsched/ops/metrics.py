@@ -264,26 +264,45 @@ SELECT tenant, count(*) FROM pgsched_job_run
 TENANT_PAUSED_SQL = "SELECT key FROM pgsched_tenant WHERE paused ORDER BY key LIMIT %(limit)s"
 
 
+def _tenant_rows(alias: str, sql: str, name: str) -> list[tuple[Any, ...]] | None:
+    try:
+        with connections[alias].cursor() as cursor:
+            cursor.execute(sql, {"limit": TENANTS_LIMIT})
+            return list(cursor.fetchall())
+    except DatabaseError:
+        logger.warning("metrics: %s could not be read", name, exc_info=True)
+        return None
+
+
 def _tenant_gauges(alias: str) -> Iterator[GaugeMetricFamily]:
     """Live leases and due runs by tenant, and the paused tenants."""
-    families = (
-        ("pgsched_tenant_runs_running", "Runs of the tenant holding a live lease now "
-         "(what max_running counts), all replicas together.", TENANT_RUNNING_SQL),
-        ("pgsched_tenant_runs_due", "Runs of the tenant due and waiting to be claimed.",
-         TENANT_DUE_SQL),
-        ("pgsched_tenant_paused", "1 for each paused tenant (tenants.pause).", TENANT_PAUSED_SQL),
-    )  # fmt: skip
-    for name, text, sql in families:
-        try:
-            with connections[alias].cursor() as cursor:
-                cursor.execute(sql, {"limit": TENANTS_LIMIT})
-                rows = cursor.fetchall()
-        except DatabaseError:
-            logger.warning("metrics: %s could not be read", name, exc_info=True)
-            continue
-        family = GaugeMetricFamily(name, text, labels=["tenant"])
-        for row in rows:
-            family.add_metric([row[0]], row[1] if len(row) > 1 else 1)
+    running = _tenant_rows(alias, TENANT_RUNNING_SQL, "pgsched_tenant_runs_running")
+    if running is not None:
+        family = GaugeMetricFamily(
+            "pgsched_tenant_runs_running",
+            "Runs of the tenant holding a live lease now (what max_running counts).",
+            labels=["tenant"],
+        )
+        for tenant, count in running:
+            family.add_metric([tenant], count)
+        yield family
+    due = _tenant_rows(alias, TENANT_DUE_SQL, "pgsched_tenant_runs_due")
+    if due is not None:
+        family = GaugeMetricFamily(
+            "pgsched_tenant_runs_due",
+            "Runs of the tenant due and waiting to be claimed.",
+            labels=["tenant"],
+        )
+        for tenant, count in due:
+            family.add_metric([tenant], count)
+        yield family
+    paused = _tenant_rows(alias, TENANT_PAUSED_SQL, "pgsched_tenant_paused")
+    if paused is not None:
+        family = GaugeMetricFamily(
+            "pgsched_tenant_paused", "1 for each paused tenant.", labels=["tenant"]
+        )
+        for (tenant,) in paused:
+            family.add_metric([tenant], 1)
         yield family
 
 
