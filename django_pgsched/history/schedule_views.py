@@ -31,6 +31,7 @@ from ..delivery.request import masked_kwargs
 from ..digits import ascii_int
 from ..models import Schedule
 from ..tenants import limits as tenant_limits
+from ..tenants import quotas
 from .queries import _AllTenants
 from .views import _error, _json, _resolve
 
@@ -155,14 +156,10 @@ def _job_allowed(tenant: str, job: object) -> JsonResponse | None:
     limits = tenant_limits.limits_for(
         tenant, settings.TENANT_DEFAULTS, using=settings.DATABASE_ALIAS
     )
-    allowed = limits.allowed_jobs if limits is not None else None
-    if not allowed or job not in allowed:
-        return _field_error(
-            "job",
-            f"allowed_jobs: tenant {tenant!r} may not schedule the job {job!r} through "
-            "this API (allowed_jobs)"[:400],
-            403,
-        )
+    try:
+        quotas.check_job(tenant, job, limits, through_api=True)
+    except ValidationError as exc:
+        return _field_error("job", exc.messages[0], 403)
     return None
 
 

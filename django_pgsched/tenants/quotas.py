@@ -46,12 +46,25 @@ def shortest_gap(lattice: Timetable, start: datetime) -> timedelta | None:
     return min(gaps) if gaps else None
 
 
-def check_job(tenant: str, job: str, limits: TenantLimits | None) -> None:
-    if limits is None or limits.allowed_jobs is None or job in limits.allowed_jobs:
+def check_job(
+    tenant: str, job: object, limits: TenantLimits | None, *, through_api: bool = False
+) -> None:
+    """Whether the tenant may schedule ``job``. ``allowed_jobs`` None allows any job
+    through the ORM and the admin, and none through the tenant API (``through_api``)."""
+    allowed = limits.allowed_jobs if limits is not None else None
+    if allowed is not None and job in allowed:
+        return
+    if through_api:
+        raise ValidationError(
+            f"allowed_jobs: tenant {tenant!r} may not schedule the job {job!r} through "
+            "this API (allowed_jobs)"[:400],
+            code="allowed_jobs",
+        )
+    if allowed is None:
         return
     raise ValidationError(
         f"allowed_jobs: tenant {tenant!r} may not schedule the job {job!r} "
-        f"(allowed_jobs: {', '.join(limits.allowed_jobs) or 'none'})"[:400],
+        f"(allowed_jobs: {', '.join(allowed) or 'none'})"[:400],
         code="allowed_jobs",
     )
 
