@@ -261,7 +261,7 @@ SELECT tenant, count(*) FROM pgsched_job_run
  WHERE status IN ('pending', 'retrying') AND tenant <> '' AND fire_after <= clock_timestamp()
  GROUP BY tenant ORDER BY count(*) DESC, tenant LIMIT %(limit)s
 """
-TENANT_PAUSED_SQL = "SELECT key FROM pgsched_tenant WHERE paused ORDER BY key LIMIT %(limit)s"
+TENANT_PAUSED_SQL = "SELECT key, 1 FROM pgsched_tenant WHERE paused ORDER BY key LIMIT %(limit)s"
 
 
 def _tenant_rows(alias: str, sql: str, name: str) -> list[tuple[Any, ...]] | None:
@@ -276,33 +276,35 @@ def _tenant_rows(alias: str, sql: str, name: str) -> list[tuple[Any, ...]] | Non
 
 def _tenant_gauges(alias: str) -> Iterator[GaugeMetricFamily]:
     """Live leases and due runs by tenant, and the paused tenants."""
-    running = _tenant_rows(alias, TENANT_RUNNING_SQL, "pgsched_tenant_runs_running")
-    if running is not None:
-        family = GaugeMetricFamily(
-            "pgsched_tenant_runs_running",
-            "Runs of the tenant holding a live lease now (what max_running counts).",
-            labels=["tenant"],
-        )
-        for tenant, count in running:
-            family.add_metric([tenant], count)
-        yield family
-    due = _tenant_rows(alias, TENANT_DUE_SQL, "pgsched_tenant_runs_due")
-    if due is not None:
-        family = GaugeMetricFamily(
-            "pgsched_tenant_runs_due",
-            "Runs of the tenant due and waiting to be claimed.",
-            labels=["tenant"],
-        )
-        for tenant, count in due:
-            family.add_metric([tenant], count)
-        yield family
-    paused = _tenant_rows(alias, TENANT_PAUSED_SQL, "pgsched_tenant_paused")
-    if paused is not None:
-        family = GaugeMetricFamily(
-            "pgsched_tenant_paused", "1 for each paused tenant.", labels=["tenant"]
-        )
-        for (tenant,) in paused:
-            family.add_metric([tenant], 1)
+    for family, sql in (
+        (
+            GaugeMetricFamily(
+                "pgsched_tenant_runs_running",
+                "Runs of the tenant holding a live lease now (what max_running counts).",
+                labels=["tenant"],
+            ),
+            TENANT_RUNNING_SQL,
+        ),
+        (
+            GaugeMetricFamily(
+                "pgsched_tenant_runs_due",
+                "Runs of the tenant due and waiting to be claimed.",
+                labels=["tenant"],
+            ),
+            TENANT_DUE_SQL,
+        ),
+        (
+            GaugeMetricFamily(
+                "pgsched_tenant_paused", "1 for each paused tenant.", labels=["tenant"]
+            ),
+            TENANT_PAUSED_SQL,
+        ),
+    ):
+        rows = _tenant_rows(alias, sql, family.name)
+        if rows is None:
+            continue
+        for tenant, value in rows:
+            family.add_metric([tenant], value)
         yield family
 
 

@@ -51,6 +51,21 @@ def test_a_burst_does_not_hold_back_another_tenants_runs(db):
     assert passes[2] == {"burst": 9, "small": 1}
 
 
+def test_without_tenanted_runs_the_fair_claim_never_runs(db, monkeypatch):
+    picks = []
+    real = executor_module.Executor._claim_fair
+
+    def counting(self, conn, at, limit):  # type: ignore[no-untyped-def]
+        picks.append(limit)
+        return real(self, conn, at, limit)
+
+    monkeypatch.setattr(executor_module.Executor, "_claim_fair", counting)
+    _due("", 100, seconds_ago=60)
+    passes = _started_by_pass(Executor(concurrency=10, inline=True), 3)
+    assert passes == [{"": 10}] * 3  # contended at every pass, in due order
+    assert picks == []
+
+
 def test_claims_are_shared_by_weight(db):
     Tenant.objects.create(key="gold", weight=3)
     _due("bronze", 100, seconds_ago=60)
