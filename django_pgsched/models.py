@@ -17,7 +17,7 @@ from django.core.exceptions import ValidationError
 from django.db import connections, models, transaction
 from django.db.models.functions import Now
 
-from . import bounds
+from . import bounds, fields
 from .audit.actor import orm_unless_named
 from .conf import Settings, get_settings
 from .limits import (
@@ -145,7 +145,7 @@ class Schedule(models.Model):
         help_text="Unique within its tenant (constraint pgsched_schedule_tenant_name).",
     )
     job = models.CharField(max_length=200, help_text="Name of a registered @job.")
-    kwargs = models.JSONField(
+    kwargs = fields.PayloadField(
         default=dict, db_default={}, blank=True, help_text="Keyword arguments (JSON object)."
     )
     cron = models.CharField(
@@ -154,10 +154,10 @@ class Schedule(models.Model):
         blank=True,
         help_text="5 fields (min hour dom month dow) or 6 with seconds first, read in the zone.",
     )
-    interval = models.DurationField(
+    interval = fields.IntervalField(
         null=True, blank=True, help_text="Fire every this many whole seconds (instead of cron)."
     )
-    anchor = models.DateTimeField(
+    anchor = fields.TimeField(
         null=True,
         blank=True,
         help_text="Interval schedules fire at anchor + k x interval. Default: creation time.",
@@ -184,7 +184,7 @@ class Schedule(models.Model):
         verbose_name="DST fold",
         help_text="A wall-clock time that happens twice (fall back).",
     )
-    jitter = models.DurationField(
+    jitter = fields.IntervalField(
         default=timedelta(0),
         db_default=timedelta(0),
         help_text=(
@@ -198,8 +198,8 @@ class Schedule(models.Model):
         default=ScheduleStatus.ACTIVE,
         db_default=ScheduleStatus.ACTIVE,
     )
-    next_fire_at = models.DateTimeField(null=True, blank=True)
-    last_fire_at = models.DateTimeField(null=True, blank=True)
+    next_fire_at = fields.TimeField(null=True, blank=True)
+    last_fire_at = fields.TimeField(null=True, blank=True)
     misfire_policy = models.CharField(
         max_length=16,
         choices=MisfirePolicy.choices,
@@ -207,7 +207,7 @@ class Schedule(models.Model):
         db_default=MisfirePolicy.LATEST,
     )
     catch_up_limit = models.PositiveIntegerField(default=_default_catch_up_limit, db_default=10)
-    misfire_grace = models.DurationField(
+    misfire_grace = fields.IntervalField(
         null=True,
         blank=True,
         help_text="An occurrence later than this is missed. Empty: PGSCHED['MISFIRE_GRACE'].",
@@ -221,7 +221,7 @@ class Schedule(models.Model):
         help_text="While an earlier run of this schedule is unfinished: start anyway (allow), "
         "skip the occurrence (skip), or let one wait for it (buffer_one).",
     )
-    start_deadline = models.DurationField(
+    start_deadline = fields.IntervalField(
         null=True,
         blank=True,
         help_text="A run not started this long after it was due ends 'missed' without running. "
@@ -230,7 +230,7 @@ class Schedule(models.Model):
     max_attempts = models.PositiveSmallIntegerField(
         null=True, blank=True, help_text=f"1 to {MAX_ATTEMPTS}. Empty: the job's default."
     )
-    timeout = models.DurationField(null=True, blank=True, help_text="Empty: the job's default.")
+    timeout = fields.IntervalField(null=True, blank=True, help_text="Empty: the job's default.")
     queue = models.CharField(
         max_length=100, null=True, blank=True, help_text="Empty: the job's default."
     )
@@ -252,8 +252,8 @@ class Schedule(models.Model):
     pause_reason = models.TextField(
         blank=True, default="", db_default="", help_text="Why it is paused (shown to its tenant)."
     )
-    created_at = models.DateTimeField(db_default=Now(), editable=False)
-    updated_at = models.DateTimeField(auto_now=True)
+    created_at = fields.TimeField(db_default=Now(), editable=False)
+    updated_at = fields.TimeField(auto_now=True)
 
     objects: ClassVar[ScheduleQuerySet] = ScheduleQuerySet.as_manager()  # type: ignore[assignment]
 
@@ -706,10 +706,10 @@ class JobRun(models.Model):
         db_index=False,  # the unique (schedule_id, scheduled_for) index serves lookups
     )
     schedule_name = models.CharField(max_length=200, null=True, blank=True)
-    scheduled_for = models.DateTimeField()
+    scheduled_for = fields.TimeField()
     idempotency_key = models.CharField(max_length=200)
     job = models.CharField(max_length=200)
-    kwargs = models.JSONField(default=dict, db_default={}, blank=True)
+    kwargs = fields.PayloadField(default=dict, db_default={}, blank=True)
     queue = models.CharField(max_length=100)
     status = models.CharField(
         max_length=16,
@@ -717,20 +717,20 @@ class JobRun(models.Model):
         default=RunStatus.PENDING,
         db_default=RunStatus.PENDING,
     )
-    fire_after = models.DateTimeField()
+    fire_after = fields.TimeField()
     # SmallIntegerField, not Positive...: pgsched_run_attempts_range and
     # pgsched_run_max_attempts_range bound both (a second CHECK of the same bound costs
     # every statement that writes a run; migration 0026)
     attempts = models.SmallIntegerField(default=0, db_default=0)
     max_attempts = models.SmallIntegerField()
-    timeout = models.DurationField()
+    timeout = fields.IntervalField()
     claimed_by = models.UUIDField(null=True, blank=True, help_text="Lease token of the claim.")
     worker = models.CharField(
         max_length=200, null=True, blank=True, help_text="Who holds the lease."
     )
-    claim_expires_at = models.DateTimeField(null=True, blank=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
+    claim_expires_at = fields.TimeField(null=True, blank=True)
+    started_at = fields.TimeField(null=True, blank=True)
+    finished_at = fields.TimeField(null=True, blank=True)
     note = models.TextField(blank=True, default="", db_default="")
     is_backfill = models.BooleanField(
         default=False, db_default=False, help_text="Created by a backfill, not by the planner."
@@ -742,7 +742,7 @@ class JobRun(models.Model):
         choices=OverlapPolicy.choices,
         help_text="Its schedule's overlap policy when it was created; empty: allow.",
     )
-    start_by = models.DateTimeField(
+    start_by = fields.TimeField(
         null=True,
         blank=True,
         help_text="Its start deadline: not started by then, it ends 'missed' without running.",
@@ -754,21 +754,21 @@ class JobRun(models.Model):
         db_default="",
         help_text="Whose run this is (empty: no tenant); copied from the schedule when planned.",
     )
-    created_at = models.DateTimeField(db_default=Now(), editable=False)
+    created_at = fields.TimeField(db_default=Now(), editable=False)
     # django.tasks (django_pgsched.tasks): a task's priority, its call, its return value
     priority = models.SmallIntegerField(
         default=0,
         db_default=0,
         help_text="-100 to 100: among due runs of a queue, higher priorities are claimed first.",
     )
-    task_call = models.JSONField(
+    task_call = fields.PayloadField(
         null=True,
         blank=True,
         editable=False,
         help_text="For a task enqueued through django.tasks: its positional arguments, "
         "backend alias and run_after.",
     )
-    return_value = models.JSONField(
+    return_value = fields.PayloadField(
         null=True,
         blank=True,
         editable=False,
@@ -979,18 +979,18 @@ class Attempt(models.Model):
         db_constraint=False,
         db_index=False,  # the unique (job_run_id, number) index serves lookups
     )
-    run_scheduled_for = models.DateTimeField(
+    run_scheduled_for = fields.TimeField(
         editable=False,
         help_text="Its run's scheduled_for: the partition key, so that a month's attempts "
         "detach with its runs.",
     )
     number = models.PositiveSmallIntegerField()
     status = models.CharField(max_length=16, choices=AttemptStatus.choices)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField()
+    started_at = fields.TimeField(null=True, blank=True)
+    finished_at = fields.TimeField()
     worker = models.CharField(max_length=200, blank=True, default="", db_default="")
     error = models.TextField(blank=True, default="", db_default="")
-    detail = models.JSONField(
+    detail = fields.PayloadField(
         null=True,
         blank=True,
         help_text="What the job recorded about this attempt (an HTTP delivery's evidence).",
@@ -1048,7 +1048,7 @@ class Replica(models.Model):
     worker = models.CharField(max_length=200, primary_key=True)
     loops = models.TextField(help_text="The loops with a session open: planner, executor, ...")
     sessions = models.IntegerField()
-    connected_since = models.DateTimeField()
+    connected_since = fields.TimeField()
     address = models.TextField(null=True, blank=True)
 
     class Meta:

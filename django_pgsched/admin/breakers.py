@@ -18,7 +18,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from ..delivery import breaker
 from ..models import Breaker
-from .common import ACTION_LIMIT, badge, post_only, target, utc
+from .common import ACTION_LIMIT, UnreadableRows, badge, post_only, target, utc
 
 if TYPE_CHECKING:
     BreakerAdminBase = admin.ModelAdmin[Breaker]
@@ -29,7 +29,7 @@ STATE_BADGES = {"closed": "succeeded", "open": "failed", "half_open": "retrying"
 
 
 @admin.register(Breaker)
-class BreakerAdmin(BreakerAdminBase):
+class BreakerAdmin(UnreadableRows, BreakerAdminBase):
     change_form_template = "admin/pgsched/change_form.html"
     list_display = ("destination", "tenant", "state_badge", "since_column", "failures", "retry")
     list_filter = ("state",)

@@ -20,7 +20,7 @@ from ..audit import changes
 from ..audit.models import ScheduleChange
 from ..digits import ascii_int
 from ..models import Schedule
-from .common import TIME, BoundedCountPaginator
+from .common import TIME, BoundedCountPaginator, UnreadableRows
 
 if TYPE_CHECKING:
     ChangeAdminBase = admin.ModelAdmin[ScheduleChange]
@@ -77,7 +77,7 @@ def changes_table(schedule: Schedule) -> SafeString:
 
 
 @admin.register(ScheduleChange)
-class ScheduleChangeAdmin(ChangeAdminBase):
+class ScheduleChangeAdmin(UnreadableRows, ChangeAdminBase):
     list_display = ("when", "schedule_name", "who", "what", "details")
     list_filter = ("action",)
     search_fields = ("=schedule_name", "=actor")

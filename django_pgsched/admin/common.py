@@ -5,18 +5,21 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from functools import cached_property
+from functools import cached_property, wraps
 from typing import TYPE_CHECKING, Any
 
-from django.contrib import admin
-from django.core.exceptions import PermissionDenied
+from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
+from django.urls import URLPattern
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 
+from ..fields import unreadable_as_none, unreadable_columns
 from ..models import Attempt, JobRun, Schedule
 from ..timing import describe
 
@@ -136,3 +139,69 @@ def target(model_admin: Any, request: HttpRequest, object_id: str, allowed: bool
     if obj is None:
         raise Http404(f"no {model_admin.model._meta.verbose_name} with id {object_id!r}")
     return obj
+
+
+def _rendered(response: HttpResponse) -> HttpResponse:
+    """A template response rendered now, while the caller's context is still active."""
+    render = getattr(response, "render", None)
+    if callable(render) and not getattr(response, "is_rendered", True):
+        render()
+    return response
+
+
+class UnreadableRows:
+    """An admin whose lists and pages answer for rows Python cannot read.
+
+    Its pages (list, change, delete, history) run inside
+    :func:`~django_pgsched.fields.unreadable_as_none`: a stored time, interval or
+    JSON value out of Python's reach shows as empty instead of failing the page (one
+    such row made the whole list answer 500). A row that holds one opens read-only,
+    with a warning naming the fields: saving it would write the empty value back.
+    """
+
+    def get_urls(self) -> list[URLPattern]:
+        urls = super().get_urls()  # type: ignore[misc]
+        for url in urls:
+            if isinstance(url, URLPattern):
+                url.callback = self._tolerant(url.callback)
+        return urls  # type: ignore[no-any-return]
+
+    def _tolerant(self, view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @wraps(view)
+        def tolerant(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            object_id = kwargs.get("object_id")
+            if object_id is not None:
+                self._warn_unreadable(request, object_id)
+            with unreadable_as_none():
+                return _rendered(view(request, *args, **kwargs))
+
+        return tolerant
+
+    def _warn_unreadable(self, request: HttpRequest, object_id: str) -> None:
+        model = self.model  # type: ignore[attr-defined]
+        try:
+            key = model._meta.pk.to_python(unquote(object_id))
+        except ValidationError:
+            return
+        names = unreadable_columns(model, key)
+        if not names:
+            return
+        request.pgsched_unreadable = names  # type: ignore[attr-defined]
+        if request.method == "GET":
+            messages.warning(
+                request,
+                f"This {model._meta.verbose_name} holds values Python cannot read "
+                f"({', '.join(names)}): they show as empty and the page is read-only. "
+                "Correct them with SQL, or delete the row.",
+            )
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: Any = None) -> Any:
+        obj = super().get_object(request, object_id, from_field)  # type: ignore[misc]
+        if obj is not None:
+            obj.pgsched_unreadable = getattr(request, "pgsched_unreadable", [])
+        return obj
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None and getattr(request, "pgsched_unreadable", None):
+            return False
+        return super().has_change_permission(request, obj)  # type: ignore[misc, no-any-return]

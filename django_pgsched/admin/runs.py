@@ -39,6 +39,7 @@ from .common import (
     BoundedCountPaginator,
     JobRunAdminBase,
     TenantFilter,
+    UnreadableRows,
     badge,
     by_whom,
     post_only,
@@ -182,7 +183,7 @@ class AttemptInline(AttemptInlineBase):
 
 
 @admin.register(JobRun)
-class JobRunAdmin(JobRunAdminBase):
+class JobRunAdmin(UnreadableRows, JobRunAdminBase):
     paginator = BoundedCountPaginator
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER
@@ -307,7 +308,7 @@ class JobRunAdmin(JobRunAdminBase):
     def due(self, obj: JobRun) -> SafeString:
         """``fire_after``: the occurrence, plus the schedule's jitter, or the retry time."""
         html = utc(obj.fire_after, getattr(obj, "pgsched_now", None))
-        if obj.fire_after > obj.scheduled_for:
+        if obj.fire_after is not None and obj.fire_after > obj.scheduled_for:
             why = "jitter" if obj.status != "retrying" and obj.attempts <= 1 else "retry"
             html = format_html(
                 '{}<br><span class="pgsched-muted">{} after it was scheduled ({})</span>',
@@ -333,6 +334,9 @@ class JobRunAdmin(JobRunAdminBase):
     def late_by(self, obj: JobRun) -> SafeString:
         """How long the latest attempt waited after it was due (start − due)."""
         now: datetime | None = getattr(obj, "pgsched_now", None)
+        fire_after: datetime | None = obj.fire_after  # None: unreadable (fields.py)
+        if fire_after is None:
+            return format_html("{}", "—")
         if obj.status in CLAIMABLE_STATUSES and now is not None:
             if obj.fire_after > now:
                 return format_html('<span class="pgsched-muted">{}</span>', "not due yet")
@@ -385,7 +389,7 @@ class JobRunAdmin(JobRunAdminBase):
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None
     ) -> JobRun | None:
-        obj = super().get_object(request, object_id, from_field)
+        obj: JobRun | None = super().get_object(request, object_id, from_field)
         if obj is not None:
             obj.pgsched_now = db_now()  # type: ignore[attr-defined]
             if not request.user.has_perm("pgsched.change_schedule"):

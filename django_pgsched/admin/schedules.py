@@ -41,6 +41,7 @@ from .common import (
     BoundedCountPaginator,
     ScheduleAdminBase,
     TenantFilter,
+    UnreadableRows,
     badge,
     by_whom,
     post_only,
@@ -147,7 +148,7 @@ class SourceFilter(admin.SimpleListFilter):
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(ScheduleAdminBase):
+class ScheduleAdmin(UnreadableRows, ScheduleAdminBase):
     form = ScheduleForm
     paginator = BoundedCountPaginator
     change_form_template = "admin/pgsched/change_form.html"
@@ -444,6 +445,8 @@ class ScheduleAdmin(ScheduleAdminBase):
     def timeline(self, obj: Schedule) -> SafeString:
         if obj._state.adding:
             return format_html("{}", "—")
+        if getattr(obj, "pgsched_unreadable", None):  # the timeline reads them
+            return format_html("{}", "— (the schedule holds values Python cannot read)")
         return timeline_table(obj)
 
     @admin.display(description="Latest changes")
@@ -469,7 +472,7 @@ class ScheduleAdmin(ScheduleAdminBase):
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None
     ) -> Schedule | None:
-        obj = super().get_object(request, object_id, from_field)
+        obj: Schedule | None = super().get_object(request, object_id, from_field)
         if obj is not None:
             attach_recent_runs([obj])
             if not self.has_change_permission(request, obj):

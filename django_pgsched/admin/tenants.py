@@ -20,7 +20,7 @@ from django.http import HttpRequest
 from django.utils.safestring import SafeString
 
 from ..models import JobRun, Schedule, Tenant
-from .common import badge
+from .common import UnreadableRows, badge
 
 if TYPE_CHECKING:
     TenantAdminBase = admin.ModelAdmin[Tenant]
@@ -35,7 +35,7 @@ def _count(queryset: QuerySet[Any]) -> Subquery:
 
 
 @admin.register(Tenant)
-class TenantAdmin(TenantAdminBase):
+class TenantAdmin(UnreadableRows, TenantAdminBase):
     change_form_template = "admin/pgsched/change_form.html"
     list_display = (
         "key",

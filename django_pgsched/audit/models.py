@@ -22,6 +22,8 @@ from typing import Any
 from django.db import models
 from django.db.models.functions import Now
 
+from .. import fields
+
 
 class ChangeAction(models.TextChoices):
     CREATED = "created", "created"
@@ -40,8 +42,8 @@ class ScheduleChange(models.Model):
     actor = models.TextField(
         help_text="user:<username>, 'settings sync', 'orm', a scheduler loop, or 'sql'."
     )
-    changes = models.JSONField(default=dict, help_text="{field: [before, after]}")
-    at = models.DateTimeField(db_default=Now())
+    changes = fields.PayloadField(default=dict, help_text="{field: [before, after]}")
+    at = fields.TimeField(db_default=Now())
     db_user = models.TextField(blank=True, default="", db_default="")
     application = models.TextField(
         blank=True, default="", db_default="", help_text="The session's application_name."

@@ -10,6 +10,8 @@ from __future__ import annotations
 from django.db import models
 from django.db.models.functions import Now
 
+from .. import fields
+
 
 class BreakerState(models.TextChoices):
     CLOSED = "closed", "closed (deliveries go through)"
@@ -31,24 +33,24 @@ class Breaker(models.Model):
     failures = models.PositiveIntegerField(
         default=0, db_default=0, help_text="Failed deliveries in a row."
     )
-    since = models.DateTimeField(db_default=Now(), help_text="When the state last changed.")
-    retry_at = models.DateTimeField(
+    since = fields.TimeField(db_default=Now(), help_text="When the state last changed.")
+    retry_at = fields.TimeField(
         null=True,
         blank=True,
         help_text="Open: when a probe may go. Half-open: when a silent probe is given up.",
     )
-    cooldown = models.DurationField(null=True, blank=True, help_text="The current cool-down.")
+    cooldown = fields.IntervalField(null=True, blank=True, help_text="The current cool-down.")
     probe_run_id = models.BigIntegerField(null=True, blank=True)
-    park_until = models.DateTimeField(
+    park_until = fields.TimeField(
         null=True, blank=True, help_text="Runs held back by this breaker wait until then at most."
     )
-    opened_at = models.DateTimeField(
+    opened_at = fields.TimeField(
         null=True, blank=True, help_text="When it last opened (closed -> open)."
     )
     opened = models.PositiveIntegerField(default=0, db_default=0, help_text="Times it opened.")
     last_error = models.TextField(blank=True, default="", db_default="")
-    last_failure_at = models.DateTimeField(null=True, blank=True)
-    last_success_at = models.DateTimeField(null=True, blank=True)
+    last_failure_at = fields.TimeField(null=True, blank=True)
+    last_success_at = fields.TimeField(null=True, blank=True)
 
     class Meta:
         app_label = "pgsched"

@@ -26,6 +26,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models.functions import Now
 
+from .. import fields
 from ..statuses import SkipReason
 
 
@@ -39,11 +40,11 @@ class SkippedRange(models.Model):
         db_index=False,  # (schedule_id, last) serves lookups
         related_name="skipped_ranges",
     )
-    first = models.DateTimeField(help_text="The first occurrence of the range.")
-    last = models.DateTimeField(help_text="The last occurrence of the range (inclusive).")
+    first = fields.TimeField(help_text="The first occurrence of the range.")
+    last = fields.TimeField(help_text="The last occurrence of the range (inclusive).")
     count = models.BigIntegerField(help_text="Occurrences of the timetable in [first, last].")
     reason = models.CharField(max_length=16, choices=SkipReason.choices)
-    recorded_at = models.DateTimeField(db_default=Now(), editable=False)
+    recorded_at = fields.TimeField(db_default=Now(), editable=False)
 
     class Meta:
         app_label = "pgsched"

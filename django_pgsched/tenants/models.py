@@ -14,6 +14,7 @@ from typing import Any
 from django.db import models
 from django.db.models.functions import Now
 
+from .. import fields
 from . import MAX_LENGTH
 
 
@@ -29,7 +30,7 @@ class Tenant(models.Model):
     )
     pause_reason = models.TextField(blank=True, default="", db_default="")
     max_schedules = models.PositiveIntegerField(null=True, blank=True, help_text="Empty: no limit.")
-    min_interval = models.DurationField(
+    min_interval = fields.IntervalField(
         null=True,
         blank=True,
         help_text="The shortest gap allowed between two occurrences of one schedule. "
@@ -41,13 +42,13 @@ class Tenant(models.Model):
     weight = models.PositiveIntegerField(
         default=1, db_default=1, help_text="Its share of claims when tenants contend."
     )
-    allowed_jobs = models.JSONField(
+    allowed_jobs = fields.PayloadField(
         null=True,
         blank=True,
         help_text="Job names the tenant may schedule (a list). Empty: "
         "PGSCHED['TENANT_DEFAULTS']['allowed_jobs'].",
     )
-    updated_at = models.DateTimeField(auto_now=True, db_default=Now())
+    updated_at = fields.TimeField(auto_now=True, db_default=Now())
 
     class Meta:
         db_table = "pgsched_tenant"
