@@ -5,7 +5,7 @@ month (three months back) of ``RUNS`` finished runs with an attempt each, and
 the same month removed twice, from the same state (frozen, analyzed, after a
 checkpoint):
 
-- ``delete``: the old retention, ``retention_delete`` in batches of
+- ``delete``: the old retention, ``BATCHED_DELETE`` in batches of
   ``RETENTION_BATCH`` rows until none is left (each run's attempt goes with it),
   and then the ``VACUUM`` of the month that a DELETE makes necessary;
 - ``detach``: the retention of now (``MonthRetention``): ``DETACH PARTITION
@@ -32,6 +32,30 @@ from . import machine
 from .cluster import private_cluster
 from .context import Context, wal_lsn
 from .profiles import QUICK
+
+# The batched DELETE retention used to run (the baseline that detaching a month replaces):
+# Delete one bounded batch of terminal runs older than the cutoff; their
+# attempts go with them (ON DELETE CASCADE). The scan walks
+# pgsched_run_recent_idx (scheduled_for, id) from the oldest run, so there is
+# no index on finished_at to update at every completion: a run goes once both
+# its scheduled time and its finish are before the cutoff. A run scheduled
+# long ago but finished recently (or not finished) is skipped, and kept until
+# a later pass finds it finished before the cutoff.
+BATCHED_DELETE = """
+WITH doomed AS MATERIALIZED (
+    SELECT id
+      FROM pgsched_job_run
+     WHERE scheduled_for < %(cutoff)s
+       AND finished_at < %(cutoff)s
+       AND status IN ('succeeded', 'failed', 'cancelled', 'missed')
+     ORDER BY scheduled_for, id
+     LIMIT %(batch)s
+       FOR UPDATE SKIP LOCKED
+)
+DELETE FROM pgsched_job_run r
+ USING doomed d
+ WHERE r.id = d.id;
+"""
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -93,7 +117,6 @@ def main(argv: list[str] | None = None) -> int:
         from django.db import connection
 
         from django_pgsched.conf import get_settings
-        from django_pgsched.engine import queries
         from django_pgsched.partitions.months import add_months, month_start
         from django_pgsched.partitions.retention import MonthRetention
 
@@ -122,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                 statements = 0
                 while True:
                     count = conn.execute(
-                        queries.RETENTION_DELETE.sql, {"cutoff": cutoff, "batch": args.batch}
+                        BATCHED_DELETE, {"cutoff": cutoff, "batch": args.batch}
                     ).rowcount
                     statements += 1
                     if count < args.batch:

@@ -119,10 +119,6 @@ class Settings:
         """``CLAIMS``, checked and typed (:class:`~.broker.settings.ClaimsSettings`)."""
         return build_claims_settings(self.CLAIMS)
 
-    @property
-    def lookahead_seconds(self) -> float:
-        return self.PLANNER_LOOKAHEAD.total_seconds()
-
 
 _DURATION_KEYS = {f.name for f in dataclasses.fields(Settings) if "timedelta" in str(f.type)}
 _POSITIVE_INT_KEYS = {

@@ -786,7 +786,7 @@ class JobRun(models.Model):
             ("cancel_jobrun", "Can cancel runs"),
         )
         constraints = (
-            # The hard guard against duplicate fires (seed: ADR 0033, guard 2).
+            # The hard guard against duplicate fires: one run per occurrence, whoever plans it.
             models.UniqueConstraint(
                 fields=("schedule", "scheduled_for"),
                 condition=models.Q(schedule__isnull=False),
@@ -887,7 +887,7 @@ class JobRun(models.Model):
                 condition=models.Q(overlap__isnull=False),
                 name="pgsched_run_exclusive_idx",
             ),
-            # The guard's scan (ledger/guard.py): pending runs that it may have to
+            # The guard's scan (engine/guard.py): pending runs that it may have to
             # end, for an overlap policy or a start deadline; the others take none.
             models.Index(
                 fields=("fire_after",),

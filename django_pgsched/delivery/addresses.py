@@ -68,7 +68,6 @@ REFUSED_V6 = _nets(
 
 GLOBAL_UNICAST_V6 = ipaddress.ip_network("2000::/3")
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
-SIX_TO_FOUR = ipaddress.ip_network("2002::/16")
 IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 
 #: Instance metadata services: refused whatever ALLOW_NETWORKS says.

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -156,7 +156,3 @@ def evidence(
     if vetting:
         detail["vetting"] = list(vetting)
     return detail
-
-
-def defer_until(seconds: float, now: datetime) -> datetime:
-    return now + timedelta(seconds=seconds)

@@ -1,6 +1,6 @@
 """The executor: claims due runs, runs their jobs, records the outcomes.
 
-The seed's three lease rules, as code:
+The three lease rules (``docs/explanation/leases.md``), as code:
 
 1. **Claim no more than the pool can start.** A pass claims at most the number
    of idle slots (``slots.py``). A slot stays busy while its thread runs, even

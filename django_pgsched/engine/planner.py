@@ -393,9 +393,6 @@ class Planner:
     def _defaults(self, job: str) -> JobDefaults:
         return job_defaults(job, self.settings)
 
-    def _queue(self, row: _Row) -> str:
-        return row.schedule.queue or self._defaults(row.schedule.job).queue
-
     def _apply(self, conn: BaseDatabaseWrapper, rows: Sequence[_Row]) -> list[int]:
         """Insert runs and advance schedules in one statement; mark broken ones.
 

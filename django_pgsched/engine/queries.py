@@ -91,7 +91,6 @@ EXECUTOR_FAIL_MINIMAL = Statement("executor_fail_minimal", rows.Failed)
 EXECUTOR_RELEASE = Statement("executor_release", rows.Released)
 REAPER_CANDIDATES = Statement("reaper_candidates", rows.ReapCandidate)
 REAPER_REAP = Statement("reaper_reap", rows.ReapedRun)
-RETENTION_DELETE = Command("retention_delete")
 RETENTION_DELETE_CHANGES = Command("retention_delete_changes")
 RETENTION_DELETE_RANGES = Command("retention_delete_ranges")
 CANCEL_RUNS = Statement("cancel_runs", rows.CancelledRun)
@@ -122,7 +121,6 @@ STATEMENTS: tuple[Statement[Any] | Command, ...] = (
     EXECUTOR_RELEASE,
     REAPER_CANDIDATES,
     REAPER_REAP,
-    RETENTION_DELETE,
     RETENTION_DELETE_CHANGES,
     RETENTION_DELETE_RANGES,
     CANCEL_RUNS,

@@ -7,7 +7,7 @@
 
 
 -- name: planner_claim
--- Claim due schedules (ADR guard 1: FOR NO KEY UPDATE SKIP LOCKED, so two
+-- Claim due schedules (FOR NO KEY UPDATE SKIP LOCKED, so two
 -- planners take different rows instead of waiting on each other). A NULL
 -- next_fire_at means "new, resumed or re-timed: fire first after now".
 -- unplanned_from: a stopped schedule is active again; the occurrences from there
@@ -94,7 +94,7 @@ SELECT s.relid::regclass::text AS month
 
 
 -- name: planner_apply
--- One statement per batch: insert the runs (ADR guard 2: the unique index on
+-- One statement per batch: insert the runs (the duplicate guard: the unique index on
 -- (schedule_id, scheduled_for) and ON CONFLICT DO NOTHING), advance every
 -- claimed schedule, add the skipped occurrences, record what did not run in
 -- the ledger, and wake the executors once if anything was inserted. A run's
@@ -1140,29 +1140,6 @@ recorded AS (
         ON CONFLICT DO NOTHING
 )
 SELECT id, status, job, queue, tenant FROM reaped;
-
-
--- name: retention_delete
--- Delete one bounded batch of terminal runs older than the cutoff; their
--- attempts go with them (ON DELETE CASCADE). The scan walks
--- pgsched_run_recent_idx (scheduled_for, id) from the oldest run, so there is
--- no index on finished_at to update at every completion: a run goes once both
--- its scheduled time and its finish are before the cutoff. A run scheduled
--- long ago but finished recently (or not finished) is skipped, and kept until
--- a later pass finds it finished before the cutoff.
-WITH doomed AS MATERIALIZED (
-    SELECT id
-      FROM pgsched_job_run
-     WHERE scheduled_for < %(cutoff)s
-       AND finished_at < %(cutoff)s
-       AND status IN ('succeeded', 'failed', 'cancelled', 'missed')
-     ORDER BY scheduled_for, id
-     LIMIT %(batch)s
-       FOR UPDATE SKIP LOCKED
-)
-DELETE FROM pgsched_job_run r
- USING doomed d
- WHERE r.id = d.id;
 
 
 -- name: retention_delete_changes

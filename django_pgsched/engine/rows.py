@@ -4,8 +4,9 @@ Each result is read into its record **by column name**, once, at the edge
 (``db.fetch()`` builds the record from the cursor's column names), so the
 engine never reads a row by position. A record's fields are exactly its
 statement's output columns; a statement whose columns drift from its record
-fails at its first use with the names that differ (``tests/unit/test_rows.py``
-also checks every ``RETURNING``/``SELECT`` list against its record).
+fails at its first use with the names that differ, and
+``tests/integration/test_rows.py`` prepares every named statement on the server
+and compares the columns it describes with its record.
 
 The records are ``NamedTuple``\\ s: typed and named, cheap to build, and still
 unpackable where a signal's receivers expect a plain tuple (``leases_reaped``).

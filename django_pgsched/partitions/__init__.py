@@ -6,5 +6,6 @@
   replica, leaderless) and its repair of what a killed upkeep left behind;
 - :mod:`.retention`: whole months detached and dropped (or kept) once all
   their runs are finished and older than ``PGSCHED['RETENTION']``;
-- :mod:`.checks`: the system check on how far ahead the months reach.
+- the system check on how far ahead the months reach is ``pgsched.W006``
+  (:mod:`django_pgsched.ops.checks`).
 """

@@ -35,11 +35,6 @@ def add_months(month: datetime, count: int) -> datetime:
     return month.replace(year=index // 12, month=index % 12 + 1)
 
 
-def months_between(first: datetime, last: datetime) -> int:
-    """How many months from ``first``'s month to ``last``'s (negative when before)."""
-    return (last.year - first.year) * 12 + last.month - first.month
-
-
 def partition_name(table: str, month: datetime) -> str:
     """``pgsched_job_run_p202612`` for December 2026."""
     return f"{table}_p{month.year:04d}{month.month:02d}"

@@ -194,8 +194,3 @@ def transitions(zone: ZoneInfo, lo: int, hi: int) -> list[Transition]:
     for year in range(first, last + 1):
         out.extend(t for t in _year_transitions(zone, year) if lo <= t.at < hi)
     return out
-
-
-def in_range(x: int) -> bool:
-    """Whether instant ``x`` lies in the years the zone arithmetic supports (2 to 9998)."""
-    return year_start(FIRST_YEAR) <= x < year_start(LAST_YEAR + 1)

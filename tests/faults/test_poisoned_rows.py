@@ -1,4 +1,4 @@
-"""Poisoned rows beside healthy per-second schedules, under real replicas (issue 8).
+"""Poisoned rows beside healthy per-second schedules, under real replicas.
 
 A catalogue of rows written straight into the tables with SQL, each holding a
 value at a column's extreme or a type's edge (a time Python cannot hold, a
@@ -15,7 +15,7 @@ First, with the database's bounds in place, each value of the catalogue that a
 CHECK covers is refused when written. Then the bounds are dropped (as for rows
 written before migration 0015, or by a database without it) and the rows go in.
 
-Each case is a negative control on the code before issue 8: there, one such row
+Each case is a negative control on the engine before per-row isolation: there, one such row
 made every planner pass, or every executor pass, fail (no healthy occurrence
 ran), or left the pass's other claims ``running`` without an owner.
 """

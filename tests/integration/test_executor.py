@@ -482,24 +482,6 @@ def insert_runs(n: int, *, status: str, days_ago: float, finished_days_ago: floa
         )
 
 
-def test_retention_walks_the_scheduled_for_index(private_runs):
-    insert_runs(4000, status="succeeded", days_ago=60, finished_days_ago=59)
-    insert_runs(50, status="retrying", days_ago=45, finished_days_ago=None)
-    insert_runs(1500, status="succeeded", days_ago=3, finished_days_ago=3)
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE pgsched_job_run")
-        cursor.execute(
-            "EXPLAIN (FORMAT JSON) " + queries.get("retention_delete"),
-            {"cutoff": now_db() - timedelta(days=30), "batch": 500},
-        )
-        plan = cursor.fetchone()[0]
-    # the selection of a batch: an ordered range of the index that stops after the batch
-    (doomed,) = [n for n in walk(plan[0]["Plan"]) if n.get("Subplan Name") == "CTE doomed"]
-    types = [n["Node Type"] for n in walk(doomed)]
-    assert types == ["Limit", "LockRows", "Index Scan"], json.dumps(doomed)
-    assert doomed["Plans"][0]["Plans"][0]["Index Name"] == "pgsched_run_recent_idx"
-
-
 @pytest.mark.parametrize("plan_cache_mode", ["auto", "force_generic_plan"])
 def test_executor_claim_uses_the_claim_order_index_and_stops_at_the_limit(db, plan_cache_mode):
     # force_generic_plan: how the scheduler's own sessions plan their prepared statements
