@@ -171,6 +171,9 @@ class MonthRetention:
         return True
 
 
+INSUFFICIENT_PRIVILEGE = "42501"
+
+
 def _detach(conn: BaseDatabaseWrapper, parent: str, name: str) -> bool:
     """``DETACH PARTITION ... CONCURRENTLY`` (a plain DETACH inside a test's transaction).
 
@@ -185,6 +188,16 @@ def _detach(conn: BaseDatabaseWrapper, parent: str, name: str) -> bool:
     except DatabaseError as exc:
         if conn.in_atomic_block:
             raise
+        if getattr(exc.__cause__, "sqlstate", None) == INSUFFICIENT_PRIVILEGE:
+            # not a lock or a wait cut short: this role will never detach it
+            logger.warning(
+                "retention: %s stays: this database role may not detach it (only the "
+                "tables' owner may; run the maintenance loop as the owner, see the "
+                "database how-to): %s",
+                name,
+                exc,
+            )
+            return False
         logger.info("retention: the detach of %s did not finish: %s", name, exc)
         return False
     finally:

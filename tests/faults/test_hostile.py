@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -90,7 +92,9 @@ TABLES = ("pgsched_schedule", "pgsched_job_run", "pgsched_attempt", "pgsched_ski
           "faults_run_audit", "faults_range_audit")  # fmt: skip
 
 
-def test_the_scheduler_needs_no_superuser(scenario: Scenario) -> None:
+@contextmanager
+def least_privileged(scenario: Scenario) -> Iterator[str]:
+    """A role with only what ``how-to/database.md`` grants; dropped afterwards."""
     role = f"pgsched_app_{scenario.dbname}"
     cluster = scenario.cluster
     cluster.sql("postgres", f"CREATE ROLE {role} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE")
@@ -101,6 +105,17 @@ def test_the_scheduler_needs_no_superuser(scenario: Scenario) -> None:
         scenario.sql(f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}")
         scenario.sql(f"GRANT SELECT ON django_migrations TO {role}")
         assert scenario.one("SELECT rolsuper FROM pg_roles WHERE rolname = %s", [role]) is False
+        yield role
+    finally:
+        scenario.fleet.close()
+        scenario.sql(f"DROP OWNED BY {role}")
+        scenario.sql(f'REVOKE CONNECT ON DATABASE "{scenario.dbname}" FROM {role}')
+        cluster.sql("postgres", f"DROP ROLE IF EXISTS {role}")
+
+
+def test_the_scheduler_needs_no_superuser(scenario: Scenario) -> None:
+    cluster = scenario.cluster
+    with least_privileged(scenario) as role:
         scenario.add_schedules(5, prefix="fast", cron="* * * * * *")
         scenario.snapshot_baseline()
         a = scenario.start("a", database_url=cluster.url(scenario.dbname, user=role))
@@ -132,8 +147,51 @@ def test_the_scheduler_needs_no_superuser(scenario: Scenario) -> None:
         scenario.settle(timeout=30)
         assert scenario.fleet.stop_all() == [0], scenario.fleet.logs()
         scenario.assert_clean()
-    finally:
-        scenario.fleet.close()
-        scenario.sql(f"DROP OWNED BY {role}")
-        scenario.sql(f'REVOKE CONNECT ON DATABASE "{scenario.dbname}" FROM {role}')
-        cluster.sql("postgres", f"DROP ROLE IF EXISTS {role}")
+
+
+MONTHS_AFTER = """
+SELECT c.relname FROM pg_inherits i
+  JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
+ WHERE p.relname IN ('pgsched_job_run', 'pgsched_attempt')
+   AND right(c.relname, 6) > to_char(now() AT TIME ZONE 'UTC', 'YYYYMM')
+"""
+
+
+def test_a_least_privileged_replica_makes_the_months_ahead(scenario: Scenario) -> None:
+    """The months are made by whichever replica gets there first, whatever its role.
+
+    The months after the current one are dropped (as at the end of a month that the
+    migration's months ran out at): the replica's upkeep, as the least-privileged
+    role, must make them again; and the planner's on-demand months
+    (``pgsched_ensure_months``) must work for that role too. The functions that make
+    a month run as the tables' owner, and refuse any table but the history's.
+    """
+    for (name,) in scenario.sql(MONTHS_AFTER):
+        scenario.sql(f"DROP TABLE {name}")
+    assert scenario.sql(MONTHS_AFTER) == []
+    with least_privileged(scenario) as role:
+        scenario.add_schedules(3, prefix="fast", cron="* * * * * *")
+        scenario.snapshot_baseline()
+        a = scenario.start("a", database_url=scenario.cluster.url(scenario.dbname, user=role))
+        wait_until(
+            lambda: len(scenario.sql(MONTHS_AFTER)) >= 6,  # three months of both tables
+            30,
+            "the upkeep to make three months ahead",
+            diagnose=a.log,
+        )
+        with psycopg.connect(scenario.cluster.url(scenario.dbname, user=role)) as conn:
+            made = conn.execute(
+                "SELECT pgsched_ensure_months(ARRAY[now() + interval '8 months'])"
+            ).fetchone()
+            assert made == (1,)
+            for call in (
+                "SELECT pgsched_partition_create('pg_authid', now())",
+                "SELECT pgsched_partition_attach('pgsched_schedule', now())",
+            ):
+                with pytest.raises(psycopg.Error, match="only the run history"):
+                    conn.execute(call)
+                conn.rollback()
+        assert "permission denied" not in a.log(), a.log()[-3000:]
+        scenario.settle(timeout=30)
+        assert scenario.fleet.stop_all() == [0], scenario.fleet.logs()
+        scenario.assert_clean()
