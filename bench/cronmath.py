@@ -45,7 +45,8 @@ def main(argv: list[str]) -> int:
             anchor=None, next_fire_at=top, misfire_policy="latest", catch_up_limit=10,
             misfire_grace=None, max_attempts=None, timeout=None, queue=None,
             timezone="UTC", dst_gap="shift", dst_fold="first", jitter=timedelta(0),
-            unplanned_from=None, unplanned_reason=None, defect=None,
+            unplanned_from=None, unplanned_reason=None, defect=None, tenant_paused=False,
+            tenant="", tenant_recorded=False, tenant_min_interval=None, next_due=None,
         )  # fmt: skip
         return _Row(due, i)
 

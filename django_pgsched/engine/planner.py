@@ -81,6 +81,9 @@ class PlanResult:
     # occurrences recorded in the ledger, by (queue, job, kind, reason)
     ledgered_by: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
     batch_full: bool = False  # more may be due right now: plan again without sleeping
+    # nothing was due: the earliest next_fire_at of an active schedule (None: unknown,
+    # or a new schedule waits), which the runner may sleep until (less the lookahead)
+    next_due: datetime | None = None
 
 
 @dataclass
@@ -183,8 +186,9 @@ class Planner:
 
     def _claim(
         self, conn: BaseDatabaseWrapper, now: datetime | None, pipelined: db.Pipelined | None = None
-    ) -> tuple[datetime, list[_Row]]:
-        """Claim a batch of due schedules and decide each one's runs."""
+    ) -> tuple[datetime, list[_Row], datetime | None]:
+        """Claim a batch of due schedules and decide each one's runs; and, when none was
+        due, the earliest next_fire_at of an active schedule."""
         s = self.settings
         params = {"now": now, "lookahead": s.PLANNER_LOOKAHEAD, "batch": self.batch}
         claimed = (
@@ -193,6 +197,7 @@ class Planner:
             else db.fetch(conn, queries.PLANNER_CLAIM, params)
         )
         db_now = claimed[0].db_now  # the first row always carries the database time
+        next_due = claimed[0].next_due
         rows = [_Row(schedule, schedule.id) for schedule in claimed if schedule.id is not None]
         if rows:
             failpoints.hit("planner.after_claim")
@@ -212,7 +217,7 @@ class Planner:
             if row.decision is not None:
                 self._unplanned(row, db_now)
                 self._prepare(row, following)
-        return db_now, rows
+        return db_now, rows, next_due
 
     def _hold_to_min_interval(self, row: _Row, default_gap: timedelta | None) -> None:
         """A schedule of a tenant with a ``min_interval`` whose planned occurrences come
@@ -264,9 +269,9 @@ class Planner:
         raises; :meth:`run_once` then plans the batch one schedule at a time.
         """
         with db.transaction_in_two_round_trips(conn) as pipelined:
-            db_now, rows = self._claim(conn, now, pipelined)
-            if not rows:
-                return PlanResult(db_now=db_now)  # leaving without a commit rolls back
+            db_now, rows, next_due = self._claim(conn, now, pipelined)
+            if not rows:  # leaving without a commit rolls back
+                return PlanResult(db_now=db_now, next_due=next_due)
             times = _run_times(rows)
             if PORTS.months.needs_ensuring(conn.alias, times, db_now):
                 pipelined.send(*PORTS.months.statement(times))
@@ -282,9 +287,9 @@ class Planner:
         self, conn: BaseDatabaseWrapper, now: datetime | None, one_by_one: bool
     ) -> PlanResult:
         """A pass inside a transaction of Django's (a test's, or one schedule at a time)."""
-        db_now, rows = self._claim(conn, now)
+        db_now, rows, next_due = self._claim(conn, now)
         if not rows:
-            return PlanResult(db_now=db_now)
+            return PlanResult(db_now=db_now, next_due=next_due)
         if not one_by_one:  # no savepoint: see the module's docstring
             inserted = self._apply(conn, rows)
         else:

@@ -43,7 +43,16 @@ SELECT clock.now AS db_now, s.id, s.name, s.job, s.cron,
        (s.tenant <> '' AND EXISTS (SELECT FROM pgsched_tenant t WHERE t.key = s.tenant))
            AS tenant_recorded,
        CASE WHEN s.tenant <> '' THEN (SELECT t.min_interval FROM pgsched_tenant t
-                                       WHERE t.key = s.tenant) END AS tenant_min_interval
+                                       WHERE t.key = s.tenant) END AS tenant_min_interval,
+       -- nothing claimed: the earliest next_fire_at of an active schedule (locked ones
+       -- included), which the planner may sleep until; NULL when there is none, or
+       -- when it is NULL itself (a new schedule) or unreadable
+       CASE WHEN s.id IS NULL THEN (
+            SELECT CASE WHEN pgsched_time_ok(n.next_fire_at) THEN n.next_fire_at END
+              FROM pgsched_schedule n
+             WHERE n.status = 'active'
+             ORDER BY coalesce(n.next_fire_at, '-infinity'::timestamptz)
+             LIMIT 1) END AS next_due
   FROM clock
   LEFT JOIN LATERAL (
         SELECT *

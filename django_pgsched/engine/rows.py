@@ -49,6 +49,7 @@ class DueSchedule(NamedTuple):
     tenant: str | None
     tenant_recorded: bool | None  # its tenant has a record (else TENANT_DEFAULTS apply)
     tenant_min_interval: timedelta | None  # the record's min_interval
+    next_due: datetime | None  # nothing claimed: the earliest next_fire_at (else None)
 
 
 class Applied(NamedTuple):

@@ -31,13 +31,16 @@ from .executor import Executor
 from .guard import Guard
 from .maintenance import Reaper, Retention
 from .notifications import SCHEDULE_CHANNEL, WAIT_CHANNEL, Listener
-from .planner import Planner
+from .planner import Planner, PlanResult
 from .ports import PORTS, Transport
 from .stranded import Stranded
 
 logger = logging.getLogger(__name__)
 
 LOOPS = ("planner", "executor", "maintenance")
+# the longest an idle planner sleeps while the listener is connected (seconds): the
+# bound on a change whose notification was lost while the listener seemed connected
+PLANNER_IDLE_WAIT = 10.0
 
 
 @dataclass
@@ -82,6 +85,7 @@ class Runner:
         self.stopping = threading.Event()
         self.state = RunnerState()
         self.planner_wake = threading.Event()
+        self.listener: Listener | None = None  # set by start() when it listens
         self.planner = Planner(settings=self.settings)
         self.executor = Executor(
             concurrency=concurrency,
@@ -146,6 +150,7 @@ class Runner:
                 WAIT_CHANNEL: [self.executor.wake, *publisher_wake],
             }
             listener = Listener(wakes, stop=self.stopping, using=self.settings.DATABASE_ALIAS)
+            self.listener = listener
             targets.append(("listener", listener.run))
         for name, target in targets:
             thread = threading.Thread(
@@ -231,10 +236,31 @@ class Runner:
                 backoff.reset()
                 if result.batch_full:
                     continue
-                wait = interval
+                wait = self._planner_wait(result, interval)
             except Exception:  # database down, a bug, a failpoint: log, back off, go on
                 wait = self._failed("planner", backoff)
             self.planner_wake.wait(wait)
+
+    def _planner_wait(self, result: PlanResult, interval: float) -> float:
+        """How long the planner sleeps after a pass: ``PLANNER_INTERVAL``; or, when nothing
+        was due and the listener is connected, until the next schedule comes within the
+        lookahead, at most :data:`PLANNER_IDLE_WAIT` seconds.
+
+        A schedule created, changed, paused or resumed meanwhile notifies
+        ``pgsched_schedule`` and wakes the planner at once; the listener's loss (or
+        its reconnection, which wakes every loop) brings back the interval.
+        """
+        listener = self.listener
+        if (
+            result.schedules
+            or result.next_due is None
+            or result.db_now is None
+            or listener is None
+            or not listener.connected.is_set()
+        ):
+            return interval
+        until = result.next_due - self.settings.PLANNER_LOOKAHEAD - result.db_now
+        return min(max(interval, until.total_seconds()), max(interval, PLANNER_IDLE_WAIT))
 
     def _measure_skew(self, before: float, after: float, db_time: float) -> None:
         skew = (before + after) / 2 - db_time
