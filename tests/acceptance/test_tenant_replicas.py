@@ -70,14 +70,19 @@ def test_max_running_holds_across_replicas_and_a_kill_9(replicas):
     sampler.start()
     sampling_since = time.monotonic()
     try:
-        started = [replicas(n, "--concurrency", "4") for n in ("victim", "b", "c")]
-        for replica in started:
-            replica.wait_for_log("running loops")
-        victim = started[0]
 
         def victim_holds_a_slot() -> bool:
             return JobRun.objects.filter(tenant="acme", status="running", worker="victim").exists()
 
+        # the victim first, so that it surely holds a slot when it is killed: among three
+        # replicas, the one whose job just finished claims the freed slot in the same
+        # pass, and a replica that only polls may never get one
+        victim = replicas("victim", "--concurrency", "4")
+        victim.wait_for_log("running loops")
+        wait_until(victim_holds_a_slot, timeout=60, interval=0.02, what="the victim to run one")
+        started = [victim, *(replicas(n, "--concurrency", "4") for n in ("b", "c"))]
+        for replica in started[1:]:
+            replica.wait_for_log("running loops")
         wait_until(victim_holds_a_slot, timeout=60, interval=0.02, what="the victim to run one")
         victim.kill9()
         wait_until(

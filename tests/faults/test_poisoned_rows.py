@@ -345,6 +345,10 @@ def test_poisoned_rows_stall_nothing(scenario: Scenario) -> None:
     late = result["lateness"]
     print(f"healthy start lateness over {len(late)} occurrences: p50 "
           f"{statistics.median(late):.3f}s p99 {p99(late):.3f}s (loaded machine)")  # fmt: skip
+    # a stall (passes that fail until the poison is isolated, a loop that stops) shows as
+    # seconds of lateness, not the tens of milliseconds of a healthy pass; the p99 bound
+    # (under a second) is the full tier's
+    assert max(late) < 5.0, (max(late), result["worst"])
 
 
 @pytest.mark.full
