@@ -11,7 +11,10 @@ Run with ``sphinx-build -W``, every warning here fails the build:
 * ``reference/commands.md`` mentions every option of each management command;
 * ``reference/models.md`` mentions every field of each model in its section;
 * ``reference/signals.md`` and ``reference/cron.md`` name every signal and nickname;
-* ``explanation/architecture.md`` has one table row per statement of ``queries.sql``.
+* ``explanation/architecture.md`` has one table row per statement of ``queries.sql``;
+* every page of the tutorials, how-to guides and explanations names only settings
+  that exist (``PGSCHED["KEY"]``) and ``pgsched_...`` identifiers (metrics, tables,
+  functions, indexes, channels) that the package's source still holds.
 """
 
 from __future__ import annotations
@@ -270,8 +273,55 @@ def check_statements(text: str, warn: Callable[[str], None]) -> None:
         warn(f"SQL statement {extra} is documented but not in queries.sql")
 
 
+_SOURCE: str | None = None
+# tables a design page proposes (explanation/live-run-storage.md), not built
+PROPOSED = {"pgsched_live_run", "pgsched_run_key"}
+
+
+def _source() -> str:
+    """The package's Python, SQL and templates, as one text (for names still in use)."""
+    global _SOURCE
+    if _SOURCE is None:
+        import django_pgsched
+
+        root = Path(django_pgsched.__file__).parent
+        _SOURCE = "\n".join(
+            path.read_text(encoding="utf-8")
+            for pattern in ("*.py", "*.sql", "*.html")
+            for path in sorted(root.rglob(pattern))
+        )
+    return _SOURCE
+
+
+def check_named_things(text: str, warn: Callable[[str], None]) -> None:
+    """The settings keys and ``pgsched_...`` names a guide mentions still exist."""
+    from django_pgsched.conf import Settings
+
+    keys = {f.name for f in dataclasses.fields(Settings)}
+    for key in sorted(set(re.findall(r'PGSCHED\["(\w+)"\]', text))):
+        if key not in keys:
+            warn(f'setting PGSCHED["{key}"] does not exist')
+    source = _source()
+    for name in sorted(set(re.findall(r"`(pgsched_[a-z0-9_]+)", text))):
+        # a month's table or index is its parent's name and _pYYYYMM
+        base = re.sub(r"_p(\d{6}|yyyymm|YYYYMM)$", "", name)
+        # a counter's or histogram's samples: prometheus_client adds the suffix
+        base = re.sub(r"_(total|bucket|count|sum|created)$", "", base)
+        if base not in source and name not in PROPOSED:
+            warn(f"{name} is named here but not in the package's source")
+
+
+def _guides() -> list[str]:
+    docs = Path(__file__).parent.parent
+    return sorted(
+        str(path.relative_to(docs))
+        for folder in ("tutorial", "how-to", "explanation")
+        for path in (docs / folder).glob("*.md")
+    )
+
+
 def _pages() -> dict[str, Callable[[str, Callable[[str], None]], None]]:
-    return {
+    pages: dict[str, Callable[[str, Callable[[str], None]], None]] = {
         "reference/settings.md": check_settings,
         "reference/checks.md": check_checks,
         "reference/metrics.md": check_metrics,
@@ -279,8 +329,24 @@ def _pages() -> dict[str, Callable[[str, Callable[[str], None]], None]]:
         "reference/models.md": check_models,
         "reference/signals.md": check_names(_signals(), "signal"),
         "reference/cron.md": check_names(_nicknames(), "nickname"),
-        "explanation/architecture.md": check_statements,
     }
+    for guide in _guides():
+        pages[guide] = (
+            _both(check_statements, check_named_things)
+            if guide == "explanation/architecture.md"
+            else check_named_things
+        )
+    return pages
+
+
+def _both(
+    *checks: Callable[[str, Callable[[str], None]], None],
+) -> Callable[[str, Callable[[str], None]], None]:
+    def check(text: str, warn: Callable[[str], None]) -> None:
+        for one in checks:
+            one(text, warn)
+
+    return check
 
 
 def always_outdated(
