@@ -8,7 +8,11 @@ Each executor pass asks :meth:`BrokerClaims.pull` which runs to claim:
 * or ``None``: claim with ``SKIP LOCKED`` this pass, because the broker is
   unreachable (the fallback, until it is back) or a sweep is due (every
   ``SWEEP_INTERVAL``: a run whose message was lost is claimed anyway; the
-  broker is never the source of truth).
+  broker is never the source of truth). A sweep that claimed a run which had
+  waited longer than a sweep interval (its message lost, or a backlog) is
+  followed by another :data:`SWEEP_AGAIN` seconds later, and so on while they
+  find such runs: messages lost by a whole cluster's restart are recovered at the
+  rate of the slots, not one sweep per interval.
 
 After the claim committed, :meth:`claimed` holds the message of each run it
 claimed and acknowledges the others (a run no longer claimable, an id that
@@ -39,6 +43,9 @@ logger = logging.getLogger(__name__)
 BROKER = "broker"
 POSTGRES = "postgres"
 
+# seconds from a sweep that claimed a run waiting longer than SWEEP_INTERVAL to the next
+SWEEP_AGAIN = 1.0
+
 # executor_pass claiming the pulled ids (engine/queries.sql: executor_pass_by_id)
 EXECUTOR_PASS_BY_ID = queries.EXECUTOR_PASS_BY_ID
 
@@ -55,6 +62,7 @@ class ConsumerStats:
     redelivered: int = 0
     fallbacks: int = 0  # passes that claimed with SKIP LOCKED because the broker was unusable
     sweeps: int = 0
+    stale_swept: int = 0  # runs a sweep claimed that had waited longer than SWEEP_INTERVAL
     by_path: dict[str, int] = field(default_factory=lambda: {BROKER: 0, POSTGRES: 0})
 
 
@@ -136,6 +144,19 @@ class BrokerClaims:
         self.stats.dropped += len(dropped)
         self._pulled = {}
         self.broker.ack(dropped)
+
+    def swept(self, claims: Sequence[Claim]) -> None:
+        """A ``SKIP LOCKED`` pass (a sweep, or the fallback) claimed ``claims``.
+
+        When one had waited longer than a sweep interval since it fell due, its
+        message may be lost (a cluster that restarted loses what it had not written
+        out) or the replicas are behind: sweep again :data:`SWEEP_AGAIN` seconds on.
+        """
+        stale = self.settings.SWEEP_INTERVAL
+        waited = sum(1 for claim in claims if claim.started_at - claim.fire_after > stale)
+        if waited:
+            self.stats.stale_swept += waited
+            self._next_sweep = min(self._next_sweep, self.clock() + SWEEP_AGAIN)
 
     def give_back(self) -> None:
         """A pass that pulled failed before its claim committed: redeliver what it pulled."""

@@ -71,6 +71,11 @@ class BrokerCollector(Collector):
             messages.add_metric([outcome], value)
         yield messages
         yield CounterMetricFamily(
+            "pgsched_claims_swept_waiting",
+            "Runs a sweep claimed that had waited longer than SWEEP_INTERVAL (lost messages).",
+            value=stats.stale_swept,
+        )
+        yield CounterMetricFamily(
             "pgsched_claims_published",
             "Runs this replica's publisher published (acknowledged by the stream).",
             value=self.runtime.published,

@@ -410,6 +410,8 @@ class Executor:
             self._claimed_by_id(claims)
         elif limit:
             self.claim_cursor.move(floor, result.claimed, full=len(claims) == limit)
+            if self.broker is not None:
+                self.broker.swept(claims)
         unreadable = [claim for claim in claims if claim.unreadable]
         self._claim_again = self._claim_again or bool(unreadable)
         if unreadable:  # each fails on its own; every other claim of the pass runs

@@ -65,7 +65,8 @@ class ClaimSource(Protocol):
     """Where an executor pass gets the ids of the runs it claims (a claim transport's).
 
     :meth:`next_ids` returns the ids to claim by id with :attr:`statement` (at most
-    ``limit``: lease rule 1), or ``None``: claim with ``SKIP LOCKED`` this pass.
+    ``limit``: lease rule 1), or ``None``: claim with ``SKIP LOCKED`` this pass; the
+    claims of such a pass go to :meth:`swept`, those claimed by id to :meth:`claimed`.
     """
 
     statement: Statement[Any]  # executor_pass claiming %(claim_ids)s
@@ -76,6 +77,8 @@ class ClaimSource(Protocol):
     def next_ids(self, limit: int, *, waiting: bool) -> list[int] | None: ...
 
     def claimed(self, claims: Sequence[Claim]) -> None: ...
+
+    def swept(self, claims: Sequence[Claim]) -> None: ...
 
     def settle(self, held: Collection[Any]) -> None: ...
 

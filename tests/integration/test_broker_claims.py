@@ -9,20 +9,23 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.db import connection
+from django.db.models import F
 from django.test import override_settings
 
 from django_pgsched import enqueue
 from django_pgsched.broker.client import NatsBroker
-from django_pgsched.broker.consumer import BROKER, POSTGRES, BrokerClaims
+from django_pgsched.broker.consumer import BROKER, POSTGRES, SWEEP_AGAIN, BrokerClaims
 from django_pgsched.broker.messages import subject
 from django_pgsched.broker.publisher import Publisher, outbox_lag
 from django_pgsched.broker.schema import disable_outbox, ensure_outbox, outbox_state
 from django_pgsched.conf import get_settings
 from django_pgsched.engine.executor import Executor
+from django_pgsched.models import JobRun
 from tests.natsutil import claims_settings, delete_stream, nats_call, require_machine_nats
 from tests.testapp import jobs
 
@@ -187,6 +190,32 @@ def test_the_sweep_claims_a_run_whose_message_was_lost(nats_claims, broker):
     result = Executor(concurrency=1, inline=True, broker=consumer).run_once()
     run.refresh_from_db()
     assert result.claimed == 1 and run.status == "succeeded" and consumer.stats.sweeps == 1
+
+
+def test_a_sweep_that_finds_runs_waiting_longer_than_its_interval_sweeps_again_soon(
+    nats_claims, broker
+):
+    """Messages a restarted cluster lost leave runs waiting: sweeps repeat while they find some."""
+    consumer = BrokerClaims(broker, get_settings().claims, time.monotonic)
+    fresh = enqueue("tests.noop")  # due now, never published: a sweep's ordinary find
+    consumer._next_sweep = 0
+    Executor(concurrency=1, inline=True, broker=consumer).run_once()
+    fresh.refresh_from_db()
+    assert fresh.status == "succeeded" and consumer.stats.stale_swept == 0
+    assert consumer._next_sweep > time.monotonic() + 3000  # SWEEP_INTERVAL (1 h here) on
+
+    waiting = [enqueue("tests.noop") for _ in range(3)]  # lost messages, due 2 h ago
+    JobRun.objects.filter(pk__in=[r.pk for r in waiting]).update(
+        fire_after=F("fire_after") - timedelta(hours=2)
+    )
+    consumer._next_sweep = 0
+    Executor(concurrency=1, inline=True, broker=consumer).run_once()
+    assert consumer.stats.stale_swept == 1  # one slot, one run
+    assert consumer._next_sweep <= time.monotonic() + SWEEP_AGAIN  # not an hour on
+    assert consumer.pull(1, 0.0) is not None  # broker path: nothing due again yet
+    time.sleep(SWEEP_AGAIN)
+    assert consumer.pull(1, 0.0) is None  # the next sweep
+    consumer.give_back()
 
 
 def test_republishing_an_outbox_row_is_deduplicated(nats_claims, broker):
