@@ -17,6 +17,7 @@ from . import events
 from .bounds import time_error
 from .conf import get_settings
 from .engine import db, queries
+from .limits import MAX_NOTE_CHARS
 from .models import JobRun, Schedule, db_now
 from .payload import validate_kwargs
 from .registry import (
@@ -168,8 +169,10 @@ def pause(schedule: Schedule | str, *, reason: str = "", tenant: str = "") -> Sc
     ``schedule`` is a schedule or the name of one of ``tenant``'s; ``reason`` is kept
     (``Schedule.pause_reason``) and shown in the admin and the tenant API."""
     s = _schedule(schedule, tenant)
-    if not isinstance(reason, str) or len(reason) > 2000:
-        raise ValidationError({"reason": ["reason: a string of at most 2000 characters"]})
+    if not isinstance(reason, str) or len(reason) > MAX_NOTE_CHARS:
+        raise ValidationError(
+            {"reason": [f"reason: a string of at most {MAX_NOTE_CHARS} characters"]}
+        )
     if s.status != ScheduleStatus.PAUSED or s.pause_reason != reason:
         s.status = ScheduleStatus.PAUSED
         s.pause_reason = reason

@@ -27,6 +27,9 @@ LAST_FIRE_TIME = datetime(9999, 1, 1, tzinfo=UTC)
 MAX_RUNS_PER_SCHEDULE = 2000
 #: An attempt's error text (a traceback) is cut to this many characters.
 MAX_ERROR_CHARS = 8000
+#: A run's note, a schedule's ``last_error`` written by the engine, and a pause reason
+#: are at most this many characters (``queries.sql`` cuts its notes to the same).
+MAX_NOTE_CHARS = 2000
 #: Runs one backfill may create for one schedule (``limit``, ``BACKFILL_LIMIT``).
 MAX_BACKFILL = 100_000
 #: Occurrences one backfill examines for one schedule (those with a run and those

@@ -29,8 +29,9 @@ from .. import api
 from ..conf import get_settings
 from ..delivery.request import masked_kwargs
 from ..digits import ascii_int
-from ..models import CLAIMABLE_STATUSES, Attempt, JobRun, RunStatus, Schedule, db_now
+from ..models import CLAIMABLE_STATUSES, Attempt, JobRun, Schedule, db_now
 from ..registry import all_jobs
+from ..statuses import UNFINISHED_STATUSES
 from ..timing import describe
 from . import evidence
 from .common import (
@@ -50,7 +51,6 @@ from .common import (
 
 SCHEDULE_CHOICES = 100  # schedules listed in the run list's filter
 QUEUE_INDEX_LEAVES_OUT = "default"  # pgsched_run_by_queue_idx: WHERE queue <> 'default'
-UNFINISHED = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.RETRYING)
 
 
 class RunChangeList(ChangeList):
@@ -414,7 +414,7 @@ class JobRunAdmin(UnreadableRows, JobRunAdminBase):
     def tools(self, request: HttpRequest, obj: JobRun) -> list[dict[str, Any]]:
         """Cancel carries the lease token seen now: it cancels this attempt, not a later one."""
         tools = []
-        if obj.status in UNFINISHED and self.has_cancel_permission(request):
+        if obj.status in UNFINISHED_STATUSES and self.has_cancel_permission(request):
             tools.append(
                 {
                     "label": "Cancel",
@@ -468,7 +468,9 @@ class JobRunAdmin(UnreadableRows, JobRunAdminBase):
     @admin.action(description="Cancel selected runs", permissions=["cancel"])
     def cancel_selected(self, request: HttpRequest, queryset: QuerySet[JobRun]) -> None:
         seen = list(
-            queryset.filter(status__in=UNFINISHED).values_list("pk", "claimed_by")[:ACTION_LIMIT]
+            queryset.filter(status__in=UNFINISHED_STATUSES).values_list("pk", "claimed_by")[
+                :ACTION_LIMIT
+            ]
         )
         if not seen:
             self.message_user(request, "None of the selected runs is unfinished.", messages.WARNING)

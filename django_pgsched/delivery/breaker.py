@@ -46,6 +46,7 @@ from django.db import connections
 from .. import events
 from ..conf import get_settings
 from ..context import RunContext
+from ..limits import MAX_NOTE_CHARS
 from ..outcomes import Defer, Fail, LeaseLost
 from .models import Breaker
 
@@ -318,7 +319,7 @@ def record_failure(
     """
     if get_settings().http.BREAKER_THRESHOLD == 0:
         return Failure("closed", destination or "", 0, None, None, False)
-    params = _params(context, destination=destination, url=url, error=error[:2000])
+    params = _params(context, destination=destination, url=url, error=error[:MAX_NOTE_CHARS])
     with _cursor() as cursor:
         cursor.execute(FAILURE_SQL, params)
         state, key, retry_at, park_until, failures, changed, opened_now = cursor.fetchone()

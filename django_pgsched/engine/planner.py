@@ -45,7 +45,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import events
 from ..conf import Settings, get_settings
-from ..limits import LAST_FIRE_TIME, MAX_RUNS_PER_SCHEDULE
+from ..limits import LAST_FIRE_TIME, MAX_NOTE_CHARS, MAX_RUNS_PER_SCHEDULE
 from ..registry import JobDefaults, job_defaults
 from ..statuses import STOPPED_REASONS, SkipReason
 from ..tenants.limits import TenantLimits, build_defaults
@@ -206,7 +206,9 @@ class Planner:
         default_gap = build_defaults(self.settings.TENANT_DEFAULTS).min_interval
         for row in rows:
             if row.schedule.defect:  # values Python cannot hold or the planner cannot use
-                row.error = f"cannot read the schedule: out of range: {row.schedule.defect}"[:2000]
+                row.error = f"cannot read the schedule: out of range: {row.schedule.defect}"[
+                    :MAX_NOTE_CHARS
+                ]
                 logger.error("schedule %s (%s) is broken: %s", row.id, row.schedule.name, row.error)
                 continue
             if row.schedule.tenant_paused:
@@ -242,7 +244,7 @@ class Planner:
             )
         except ValidationError as exc:
             row.decision, row.spans = None, ()
-            row.error = exc.messages[0][:2000]
+            row.error = exc.messages[0][:MAX_NOTE_CHARS]
             logger.error("schedule %s (%s) is broken: %s", row.id, due.name, row.error)
 
     def _prepare(self, row: _Row, following: dict[tuple[int, datetime], datetime | None]) -> None:
@@ -254,7 +256,7 @@ class Planner:
             row.previous = [self._previous(row, s) for s in row.spans]
         except Exception as exc:  # one row's arithmetic never fails the batch
             row.decision, row.spans = None, ()
-            row.error = f"cannot compute occurrences: {exc}"[:2000]
+            row.error = f"cannot compute occurrences: {exc}"[:MAX_NOTE_CHARS]
             logger.error("schedule %s (%s) is broken: %s", row.id, row.schedule.name, row.error)
 
     def _pass_in_two_round_trips(
@@ -299,7 +301,10 @@ class Planner:
                     with transaction.atomic(using=self.using):
                         inserted += self._apply(conn, [row])
                 except DatabaseError as exc:
-                    row.decision, row.error = None, f"could not store its runs: {exc}"[:2000]
+                    row.decision, row.error = (
+                        None,
+                        f"could not store its runs: {exc}"[:MAX_NOTE_CHARS],
+                    )
                     with transaction.atomic(using=self.using):
                         self._apply(conn, [row])
         failpoints.hit("planner.before_commit")
@@ -346,7 +351,7 @@ class Planner:
             row.lattice, row.decision = memoised
             row.spans = row.decision.spans
         except Exception as exc:  # whatever one row holds, the rest of the batch goes ahead
-            row.error = f"cannot compute occurrences: {exc}"[:2000]
+            row.error = f"cannot compute occurrences: {exc}"[:MAX_NOTE_CHARS]
             logger.error("schedule %s (%s) is broken: %s", row.id, row.schedule.name, row.error)
 
     def _ledger_paused_tenant(self, row: _Row, db_now: datetime) -> None:
@@ -360,7 +365,7 @@ class Planner:
             following = lattice.next_after(db_now) if start <= db_now else start
             paused = span(lattice, start, following, SkipReason.TENANT_PAUSED)
         except Exception as exc:  # whatever one row holds, the rest of the batch goes ahead
-            row.error = f"cannot compute occurrences: {exc}"[:2000]
+            row.error = f"cannot compute occurrences: {exc}"[:MAX_NOTE_CHARS]
             logger.error("schedule %s (%s) is broken: %s", row.id, due.name, row.error)
             return
         row.lattice = lattice

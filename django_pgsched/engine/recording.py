@@ -22,7 +22,7 @@ from psycopg.types.json import Jsonb
 
 from .. import events
 from ..conf import Settings
-from ..limits import MAX_ATTEMPTS, MAX_ERROR_CHARS
+from ..limits import MAX_ATTEMPTS, MAX_ERROR_CHARS, MAX_NOTE_CHARS
 from ..statuses import RunStatus
 from . import db, queries
 from .claims import Outcome
@@ -214,7 +214,7 @@ def record_one_or_minimal(
                 # even a success is retried when it could not be recorded (at-least-once),
                 # unless this was the last attempt or the job cannot run here
                 "delay": _backoff(outcome, settings) if outcome.retry else None,
-                "note": clean_text(f"outcome could not be recorded: {exc}")[:2000],
+                "note": clean_text(f"outcome could not be recorded: {exc}")[:MAX_NOTE_CHARS],
             },
         )
         return {row.id: row.status for row in rows}

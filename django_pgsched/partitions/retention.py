@@ -39,19 +39,18 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..conf import Settings, get_settings
 from ..engine import failpoints
+from ..statuses import UNFINISHED_STATUSES
 from . import layout
 from .months import TABLES, add_months, month_start, partition_name
 from .upkeep import ATTACH_LOCK_TIMEOUT, DETACH_LOCK_TIMEOUT, finalize_detaches
 
 logger = logging.getLogger(__name__)
 
-UNFINISHED = ("pending", "retrying", "running")
-
 STATE_SQL = """
-SELECT count(*) FILTER (WHERE status IN ('pending', 'retrying', 'running')),
+SELECT count(*) FILTER (WHERE status IN ({unfinished})),
        max(finished_at), count(*)
-  FROM {table}
-"""
+  FROM {{table}}
+""".format(unfinished=", ".join(f"'{status}'" for status in UNFINISHED_STATUSES))
 
 
 @dataclass

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from ..limits import MAX_NOTE_CHARS
+
 if TYPE_CHECKING:
     from .models import Tenant
 
@@ -61,8 +63,8 @@ def pause(tenant: str, reason: str = "", *, using: str | None = None) -> Tenant:
     validate_tenant(tenant)
     if tenant == NO_TENANT:
         raise ValidationError("tenant: the empty tenant (no tenant) cannot be paused")
-    if not isinstance(reason, str) or len(reason) > 2000:
-        raise ValidationError("reason: a string of at most 2000 characters")
+    if not isinstance(reason, str) or len(reason) > MAX_NOTE_CHARS:
+        raise ValidationError(f"reason: a string of at most {MAX_NOTE_CHARS} characters")
     alias = using or get_settings().DATABASE_ALIAS
     with transaction.atomic(using=alias):
         record, _ = Tenant.objects.using(alias).select_for_update().get_or_create(key=tenant)

@@ -80,3 +80,10 @@ def test_the_groups_partition_the_run_statuses():
 
 def test_every_named_statement_is_run_as_a_statement_or_command():
     assert sorted(s.name for s in queries.STATEMENTS) == queries.names()
+
+
+def test_every_note_the_hot_path_sql_writes_is_cut_to_the_note_limit():
+    # note = left(..., N): each N is limits.MAX_NOTE_CHARS (what Python cuts notes to)
+    cuts = re.findall(r"note = (?:CASE .*? ELSE )?left\((?:.|\n)*?, (\d+)\)", sql_text())
+    assert len(cuts) >= 2, cuts
+    assert {int(n) for n in cuts} == {limits.MAX_NOTE_CHARS}
