@@ -474,6 +474,8 @@ class Executor:
             statement = queries.EXECUTOR_PASS
         result = ExecutorPassResult.from_rows(db.fetch(conn, statement, params))
         self._live_since = result.live_since
+        if result.held_tenants is not None:  # read by the pass itself: no statement of its own
+            self._held, self._held_checked_at = result.held_tenants, self.clock()
         if live_since is not None and (result.live_since is None or result.live_since < live_since):
             # an unfinished run was written into an older month since the last pass read
             # the horizon (a backfill, a retried old run): this pass did not look there

@@ -407,7 +407,11 @@ SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue
        -- than called (a SECURITY DEFINER function is planned again at every call;
        -- every role may read this table, migration 0023)
        (SELECT CASE WHEN h.live_since >= '0001-01-01 00:00:00+00' THEN h.live_since END
-          FROM pgsched_run_horizon h) AS live_since
+          FROM pgsched_run_horizon h) AS live_since,
+       -- whether a tenant has a max_running (held_tenants_exist, read here: the pass's
+       -- implicit transaction, not one more of its own)
+       EXISTS (SELECT FROM pgsched_tenant
+                WHERE max_running IS NOT NULL AND NOT paused) AS held_tenants
   FROM clock
   LEFT JOIN claimed c ON true;
 
@@ -705,7 +709,9 @@ SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue
        (SELECT at FROM next_due) AS next_due,
        clock.now AS db_now,
        (SELECT CASE WHEN h.live_since >= '0001-01-01 00:00:00+00' THEN h.live_since END
-          FROM pgsched_run_horizon h) AS live_since
+          FROM pgsched_run_horizon h) AS live_since,
+       EXISTS (SELECT FROM pgsched_tenant
+                WHERE max_running IS NOT NULL AND NOT paused) AS held_tenants
   FROM clock
   LEFT JOIN claimed c ON true
 

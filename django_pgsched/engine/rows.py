@@ -93,6 +93,7 @@ class PassRow(NamedTuple):
     next_due: datetime | None
     db_now: datetime
     live_since: datetime | None  # pgsched_run_horizon: where the live months start
+    held_tenants: bool  # a tenant has a max_running (the pass also runs the held claim)
 
 
 @dataclass(frozen=True)
@@ -104,13 +105,16 @@ class ExecutorPassResult:
     next_due: datetime | None  # when the next claimable run falls due (slots left idle)
     db_now: datetime
     live_since: datetime | None = None  # where the months that may hold unfinished runs start
+    held_tenants: bool | None = None  # a tenant has a max_running (None: not read)
 
     @classmethod
     def from_rows(cls, rows: Sequence[PassRow]) -> ExecutorPassResult:
         first = rows[0]  # there is always one: the pass's own row
         recorded = dict(zip(first.recorded_ids or (), first.recorded_statuses or (), strict=True))
         claimed = [row for row in rows if row.id is not None]
-        return cls(recorded, claimed, first.next_due, first.db_now, first.live_since)
+        return cls(
+            recorded, claimed, first.next_due, first.db_now, first.live_since, first.held_tenants
+        )
 
 
 class TaskEnqueued(NamedTuple):
