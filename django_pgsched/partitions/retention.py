@@ -74,8 +74,9 @@ class MonthRetention:
         if retention is None:
             return result
         cutoff = now - retention
-        finalize_detaches(conn, layout.read(conn))
         state = layout.read(conn)
+        if finalize_detaches(conn, state):
+            state = layout.read(conn)  # read again only when a detach was finished
         current = month_start(now)
         months = set()
         for table in TABLES:

@@ -73,9 +73,11 @@ class Upkeep:
         with db.session("maintenance", self.using) as conn:
             if now is None:
                 now = db.fetch(conn, queries.DATABASE_NOW, {})[0].now
-            repaired = finalize_detaches(conn, layout.read(conn))
-            current = month_start(now)
             state = layout.read(conn)
+            repaired = finalize_detaches(conn, state)
+            if repaired:
+                state = layout.read(conn)  # read again only when a detach was finished
+            current = month_start(now)
             for k in range(self.settings.PARTITIONS_AHEAD + 1):
                 month = add_months(current, k)
                 missing = [t for t in TABLES if month not in state.attached[t]]
@@ -91,7 +93,8 @@ class Upkeep:
                         busy += made is None
                 finally:
                     layout.unlock(conn, month)
-            state = layout.read(conn)
+            if created or busy:
+                state = layout.read(conn)  # what this pass, or another replica, made
             known.add(conn.alias, (m for m in state.complete() if m >= current))
             live_since = advance_horizon(conn)
             result = UpkeepResult(created, repaired, busy, state.months_ahead(now), live_since)
