@@ -24,6 +24,7 @@ from .machine import load
 from .procs import Proc, replica, wait_ready
 
 PROBE = "/* bench-probe */"
+STARTUP_SECONDS = 15.0  # from the replicas' readiness to the window (see run())
 STATEMENTS = f"""{PROBE}
 SELECT calls, left(regexp_replace(query, '\\s+', ' ', 'g'), 90)
   FROM pg_stat_statements
@@ -141,7 +142,11 @@ def run(ctx: Context) -> dict[str, Any]:
             procs = [replica(ctx.dsn, ctx.log(f"idle-{n}-{i}"), concurrency=8) for i in range(n)]
             try:
                 wait_ready(conn, procs, ("planner", "executor", "maintenance", "listener"))
-                time.sleep(5.0)  # start-up: first passes, the listener's reconciliation
+                # start-up: first passes, the listener's reconciliation, and the
+                # statistics of the start-up's sessions, which a backend that then
+                # stays idle reports up to 10 s later (PostgreSQL's idle flush): a
+                # shorter wait counted start-up transactions as idle ones
+                time.sleep(STARTUP_SECONDS)
                 measured = _net(window(ctx, conn, procs, p.idle_seconds), base, n)
             finally:
                 for proc in procs:
