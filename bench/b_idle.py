@@ -70,12 +70,15 @@ def _attribute(conn: psycopg.Connection[Any], records: dict[str, list[int]]) -> 
             db, node = rel.split("/")
             relname = f"relfilenode {node}"
             if dbs.get(db) == here:
-                ours += size
                 row = conn.execute(
                     f"{PROBE} SELECT relname FROM pg_class WHERE pg_relation_filenode(oid) = %s",
                     (int(node),),
                 ).fetchone()
                 relname = row[0] if row else relname
+                # pg_statistic is written by ANALYZE: autovacuum's (a replica's own
+                # ANALYZE would be among the window's statements); kept in "records"
+                if not relname.startswith("pg_statistic"):
+                    ours += size
             name = f"{dbs.get(db, 'shared')}.{relname}"
         entry = named.setdefault(f"{kind} {name}", [0, 0])
         entry[0] += count
