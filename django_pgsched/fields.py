@@ -54,31 +54,38 @@ def _guarded(predicate: str, sql: str, params: Sequence[Any]) -> tuple[str, Sequ
     )
 
 
-class _TimeField(models.DateTimeField):  # type: ignore[type-arg]
+class _AsDjangos:
+    """Deconstructs as the Django field it extends: the migrations never name ours."""
+
+    def deconstruct(self) -> Any:
+        name, _path, args, kwargs = super().deconstruct()  # type: ignore[misc]
+        django_field = next(c for c in type(self).__mro__ if c.__module__.startswith("django."))
+        return name, f"django.db.models.{django_field.__name__}", args, kwargs
+
+
+class _InRange(_AsDjangos):
+    """Reads a value outside :attr:`readable` (a SQL predicate) as ``None``, when tolerant."""
+
+    readable: str
+
+    def select_format(self, compiler: Any, sql: str, params: Any) -> tuple[str, Any]:
+        sql, params = super().select_format(compiler, sql, params)  # type: ignore[misc]
+        return _guarded(self.readable, sql, params)
+
+
+class _TimeField(_InRange, models.DateTimeField):  # type: ignore[type-arg]
     """A ``DateTimeField`` read as ``None`` out of ``datetime``'s range (see the module)."""
 
-    def select_format(self, compiler: Any, sql: str, params: Any) -> tuple[str, Any]:
-        sql, params = super().select_format(compiler, sql, params)
-        return _guarded(TIME_READABLE, sql, params)
-
-    def deconstruct(self) -> Any:
-        name, _path, args, kwargs = super().deconstruct()
-        return name, "django.db.models.DateTimeField", args, kwargs
+    readable = TIME_READABLE
 
 
-class _IntervalField(models.DurationField):  # type: ignore[type-arg]
+class _IntervalField(_InRange, models.DurationField):  # type: ignore[type-arg]
     """A ``DurationField`` read as ``None`` out of ``timedelta``'s range (see the module)."""
 
-    def select_format(self, compiler: Any, sql: str, params: Any) -> tuple[str, Any]:
-        sql, params = super().select_format(compiler, sql, params)
-        return _guarded(INTERVAL_READABLE, sql, params)
-
-    def deconstruct(self) -> Any:
-        name, _path, args, kwargs = super().deconstruct()
-        return name, "django.db.models.DurationField", args, kwargs
+    readable = INTERVAL_READABLE
 
 
-class _PayloadField(models.JSONField):
+class _PayloadField(_AsDjangos, models.JSONField):
     """A ``JSONField`` read as ``None`` when it does not decode (see the module)."""
 
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
@@ -88,10 +95,6 @@ class _PayloadField(models.JSONField):
             if _TOLERANT.get():
                 return None
             raise
-
-    def deconstruct(self) -> Any:
-        name, _path, args, kwargs = super().deconstruct()
-        return name, "django.db.models.JSONField", args, kwargs
 
 
 # to type checkers, Django's own fields (django-stubs types their values); at run time these
