@@ -1,6 +1,7 @@
 # Sourced by scripts/test and scripts/demo: find a Python (3.11+, preferring 3.13/3.12 so
-# Django 6 is used), create .venv and install the project with its test and demo
-# dependencies. Re-installs only when pyproject.toml changes.
+# Django 6 is used), create .venv and install the project with the dependency groups
+# asked for (PGSCHED_ENV_GROUPS; scripts/demo asks for "demo" only, the rest for all the
+# development groups). Re-installs only when pyproject.toml changes or a group is missing.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${PGSCHED_VENV:-$ROOT/.venv}"
@@ -25,18 +26,31 @@ pick_python() {
   exit 1
 }
 
-stamp="$VENV/.pgsched-installed"
+# the dependency groups this script needs (scripts/demo: only the demo's); a .venv that
+# has them already (and this pyproject.toml) is used as it is
+wanted_groups="${PGSCHED_ENV_GROUPS:-test lint demo docs browser}"  # (GROUPS is bash's own)
+stamp="$VENV/.pgsched-installed"  # "<pyproject hash> <groups installed>"
 wanted="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -c1-16)"
-if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
+installed="$(cat "$stamp" 2>/dev/null || true)"
+have=""
+if [ -x "$VENV/bin/python" ] && [ "${installed%% *}" = "$wanted" ]; then
+  have="${installed#"$wanted"}"
+fi
+missing=""
+for group in $wanted_groups; do
+  case " $have " in *" $group "*) ;; *) missing="$missing $group" ;; esac
+done
+if [ -n "$missing" ]; then
   py="$(pick_python)"
   echo "setting up $VENV with $("$py" --version 2>&1) ..." >&2
   [ -x "$VENV/bin/python" ] || "$py" -m venv "$VENV"
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1"
+  all="$(echo $have $wanted_groups | tr ' ' '\n' | sort -u | tr '\n' ' ')"
+  group_args=()
+  for group in $all; do group_args+=(--group "$ROOT/pyproject.toml:$group"); done
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-    -e "$ROOT[binary,embedded]" --group "$ROOT/pyproject.toml:test" \
-    --group "$ROOT/pyproject.toml:lint" --group "$ROOT/pyproject.toml:demo" \
-    --group "$ROOT/pyproject.toml:docs" --group "$ROOT/pyproject.toml:browser"
-  echo "$wanted" > "$stamp"
+    -e "$ROOT[binary,embedded]" "${group_args[@]}"
+  echo "$wanted $all" > "$stamp"
 fi
 export PATH="$VENV/bin:$PATH"
 cd "$ROOT"
