@@ -10,9 +10,9 @@ whoever holds it: nobody waits, nothing errors):
    partitioned table's columns, CHECKs and indexes (named after them). It locks
    nothing that claims or inserts use.
 2. ``pgsched_partition_attach``: ``ATTACH PARTITION``, which takes SHARE UPDATE
-   EXCLUSIVE on the partitioned table (claims, inserts and updates go on) and,
-   for the foreign key to schedules, SHARE ROW EXCLUSIVE on ``pgsched_schedule``
-   for an instant. It waits at most :data:`ATTACH_LOCK_TIMEOUT` for them: a
+   EXCLUSIVE on the partitioned table (claims, inserts and updates go on; the
+   runs name their schedule through a trigger, not a foreign key, so no lock on
+   ``pgsched_schedule``). It waits at most :data:`ATTACH_LOCK_TIMEOUT` for it: a
    replica that cannot get them by then tries again at its next pass, so no
    planner queues behind it for longer.
 
