@@ -32,18 +32,14 @@ SELECT clock.now AS db_now, s.id, s.name, s.job, s.cron,
        CASE WHEN d.defect = '' THEN s.jitter ELSE interval '0' END AS jitter,
        CASE WHEN d.defect = '' THEN s.unplanned_from END AS unplanned_from,
        s.unplanned_reason, d.defect,
-       -- its tenant is paused: its due occurrences go to the ledger, no run is made
-       -- (pgsched_tenant_paused_idx: a probe of an index of the paused tenants only)
-       (s.tenant <> '' AND EXISTS (SELECT FROM pgsched_tenant t
-                                    WHERE t.key = s.tenant AND t.paused)) AS tenant_paused,
-       -- its tenant's min_interval, which the planner holds each planned gap to (a
-       -- record's; a tenant without one has TENANT_DEFAULTS'): one probe of the tenants'
-       -- primary key, for a schedule of a tenant only
+       -- its tenant (one probe of the tenants' key, for a schedule of a tenant only):
+       -- paused, its due occurrences go to the ledger and no run is made; its record's
+       -- min_interval, which the planner holds each planned gap to (a tenant without
+       -- a record has TENANT_DEFAULTS')
+       (s.tenant <> '' AND coalesce(t.paused, false)) AS tenant_paused,
        s.tenant,
-       (s.tenant <> '' AND EXISTS (SELECT FROM pgsched_tenant t WHERE t.key = s.tenant))
-           AS tenant_recorded,
-       CASE WHEN s.tenant <> '' THEN (SELECT t.min_interval FROM pgsched_tenant t
-                                       WHERE t.key = s.tenant) END AS tenant_min_interval,
+       (s.tenant <> '' AND t.key IS NOT NULL) AS tenant_recorded,
+       t.min_interval AS tenant_min_interval,
        -- nothing claimed: the earliest next_fire_at of an active schedule (locked ones
        -- included), which the planner may sleep until; NULL when there is none, or
        -- when it is NULL itself (a new schedule) or unreadable
@@ -63,6 +59,10 @@ SELECT clock.now AS db_now, s.id, s.name, s.job, s.cron,
          LIMIT %(batch)s
            FOR NO KEY UPDATE SKIP LOCKED
        ) s ON true
+  LEFT JOIN LATERAL (
+        SELECT t.key, t.paused, t.min_interval FROM pgsched_tenant t
+         WHERE s.tenant <> '' AND t.key = s.tenant
+       ) t ON true
   LEFT JOIN LATERAL (
         SELECT concat_ws('; ',
             CASE WHEN NOT pgsched_time_ok(s.anchor) THEN 'anchor ' || s.anchor END,
