@@ -104,6 +104,12 @@ class _Row:
         return "cron" if self.schedule.cron else "interval"
 
 
+def _broken(row: _Row, error: str) -> None:
+    """Mark ``row``'s schedule broken with ``error`` (cut to the note limit), and log it."""
+    row.error = error[:MAX_NOTE_CHARS]
+    logger.error("schedule %s (%s) is broken: %s", row.id, row.schedule.name, row.error)
+
+
 class Planner:
     """Materialises due occurrences as runs. ``run_once()`` does one pass."""
 
@@ -206,10 +212,7 @@ class Planner:
         default_gap = build_defaults(self.settings.TENANT_DEFAULTS).min_interval
         for row in rows:
             if row.schedule.defect:  # values Python cannot hold or the planner cannot use
-                row.error = f"cannot read the schedule: out of range: {row.schedule.defect}"[
-                    :MAX_NOTE_CHARS
-                ]
-                logger.error("schedule %s (%s) is broken: %s", row.id, row.schedule.name, row.error)
+                _broken(row, f"cannot read the schedule: out of range: {row.schedule.defect}")
                 continue
             if row.schedule.tenant_paused:
                 self._ledger_paused_tenant(row, db_now)
@@ -244,8 +247,7 @@ class Planner:
             )
         except ValidationError as exc:
             row.decision, row.spans = None, ()
-            row.error = exc.messages[0][:MAX_NOTE_CHARS]
-            logger.error("schedule %s (%s) is broken: %s", row.id, due.name, row.error)
+            _broken(row, exc.messages[0])
 
     def _prepare(self, row: _Row, following: dict[tuple[int, datetime], datetime | None]) -> None:
         """The row's runs' ``fire_after`` and its spans' previous occurrences; else broken."""
@@ -256,8 +258,7 @@ class Planner:
             row.previous = [self._previous(row, s) for s in row.spans]
         except Exception as exc:  # one row's arithmetic never fails the batch
             row.decision, row.spans = None, ()
-            row.error = f"cannot compute occurrences: {exc}"[:MAX_NOTE_CHARS]
-            logger.error("schedule %s (%s) is broken: %s", row.id, row.schedule.name, row.error)
+            _broken(row, f"cannot compute occurrences: {exc}")
 
     def _pass_in_two_round_trips(
         self, conn: BaseDatabaseWrapper, now: datetime | None
@@ -351,8 +352,7 @@ class Planner:
             row.lattice, row.decision = memoised
             row.spans = row.decision.spans
         except Exception as exc:  # whatever one row holds, the rest of the batch goes ahead
-            row.error = f"cannot compute occurrences: {exc}"[:MAX_NOTE_CHARS]
-            logger.error("schedule %s (%s) is broken: %s", row.id, row.schedule.name, row.error)
+            _broken(row, f"cannot compute occurrences: {exc}")
 
     def _ledger_paused_tenant(self, row: _Row, db_now: datetime) -> None:
         """A schedule of a paused tenant: its occurrences due by now join the ledger
@@ -365,8 +365,7 @@ class Planner:
             following = lattice.next_after(db_now) if start <= db_now else start
             paused = span(lattice, start, following, SkipReason.TENANT_PAUSED)
         except Exception as exc:  # whatever one row holds, the rest of the batch goes ahead
-            row.error = f"cannot compute occurrences: {exc}"[:MAX_NOTE_CHARS]
-            logger.error("schedule %s (%s) is broken: %s", row.id, due.name, row.error)
+            _broken(row, f"cannot compute occurrences: {exc}")
             return
         row.lattice = lattice
         row.decision = Decision(

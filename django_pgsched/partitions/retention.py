@@ -42,7 +42,7 @@ from ..engine import failpoints
 from ..statuses import UNFINISHED_STATUSES
 from . import layout
 from .months import TABLES, add_months, month_start, partition_name
-from .upkeep import ATTACH_LOCK_TIMEOUT, DETACH_LOCK_TIMEOUT, finalize_detaches
+from .upkeep import ATTACH_LOCK_TIMEOUT, DETACH_LOCK_TIMEOUT, settled_layout
 
 logger = logging.getLogger(__name__)
 
@@ -74,9 +74,7 @@ class MonthRetention:
         if retention is None:
             return result
         cutoff = now - retention
-        state = layout.read(conn)
-        if finalize_detaches(conn, state):
-            state = layout.read(conn)  # read again only when a detach was finished
+        state, _finished = settled_layout(conn)
         current = month_start(now)
         months = set()
         for table in TABLES:

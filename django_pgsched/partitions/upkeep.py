@@ -13,7 +13,7 @@ whoever holds it: nobody waits, nothing errors):
    EXCLUSIVE on the partitioned table (claims, inserts and updates go on; the
    runs name their schedule through a trigger, not a foreign key, so no lock on
    ``pgsched_schedule``). It waits at most :data:`ATTACH_LOCK_TIMEOUT` for it: a
-   replica that cannot get them by then tries again at its next pass, so no
+   replica that cannot get it by then tries again at its next pass, so no
    planner queues behind it for longer.
 
 Each pass also moves the horizon of the live months (``pgsched_run_horizon``,
@@ -73,10 +73,7 @@ class Upkeep:
         with db.session("maintenance", self.using) as conn:
             if now is None:
                 now = db.fetch(conn, queries.DATABASE_NOW, {})[0].now
-            state = layout.read(conn)
-            repaired = finalize_detaches(conn, state)
-            if repaired:
-                state = layout.read(conn)  # read again only when a detach was finished
+            state, repaired = settled_layout(conn)
             current = month_start(now)
             for k in range(self.settings.PARTITIONS_AHEAD + 1):
                 month = add_months(current, k)
@@ -134,6 +131,14 @@ def make_month(conn: BaseDatabaseWrapper, table: str, month: datetime) -> bool |
     except OperationalError as exc:  # lock_timeout: someone held a lock; not an error
         logger.info("partitions: %s waits for its locks: %s", partition_name(table, month), exc)
         return None
+
+
+def settled_layout(conn: BaseDatabaseWrapper) -> tuple[layout.Layout, int]:
+    """The months' layout once the detaches left pending are finished, and how many were
+    (read again only when one was)."""
+    state = layout.read(conn)
+    finished = finalize_detaches(conn, state)
+    return (layout.read(conn) if finished else state), finished
 
 
 def finalize_detaches(conn: BaseDatabaseWrapper, state: layout.Layout) -> int:

@@ -67,13 +67,19 @@ def _current_month() -> str:
         return str(cursor.fetchone()[0])
 
 
-def test_a_month_outgrown_by_new_runs_is_analyzed_once(transactional_db, monkeypatch):
+def _outgrown_month(monkeypatch: pytest.MonkeyPatch) -> tuple[str, int]:
+    """A month 150 runs outgrew (more than half of what its statistics count), and how
+    many times it was analyzed so far."""
     monkeypatch.setattr(planner_module, "ANALYZE_AFTER", 200)
     for _ in range(150):
         enqueue("tests.noop")
     month = _current_month()
     _flush_statistics()
-    before = _analyzed(month)
+    return month, _analyzed(month)
+
+
+def test_a_month_outgrown_by_new_runs_is_analyzed_once(transactional_db, monkeypatch):
+    month, before = _outgrown_month(monkeypatch)
     assert month in Planner().refresh_statistics()
     _flush_statistics()
     assert _analyzed(month) == before + 1
@@ -120,12 +126,7 @@ def test_a_role_that_does_not_own_the_months_is_skipped_with_a_warning(
 ):
     # The least-privileged role of how-to/database.md: PostgreSQL refuses its ANALYZE
     # with a warning (before 17's MAINTAIN), and the planner goes on.
-    monkeypatch.setattr(planner_module, "ANALYZE_AFTER", 200)
-    for _ in range(150):
-        enqueue("tests.noop")
-    month = _current_month()
-    _flush_statistics()
-    before = _analyzed(month)
+    month, before = _outgrown_month(monkeypatch)
     with connection.cursor() as cursor:
         cursor.execute(
             "DO $$ BEGIN CREATE ROLE pgsched_not_owner; EXCEPTION WHEN duplicate_object"
