@@ -399,9 +399,13 @@ next_due AS (
 SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue, c.kwargs,
        c.schedule_name, c.scheduled_for, c.idempotency_key, c.fire_after, c.started_at,
        c.claim_expires_at, c.task_call, c.priority, c.tenant, c.breaker, c.defect,
-       (SELECT array_agg(id ORDER BY id) FROM finished) AS recorded_ids,
-       (SELECT array_agg(status ORDER BY id) FROM finished) AS recorded_statuses,
-       (SELECT at FROM next_due) AS next_due,
+       -- the pass's own facts, on its first row only (the others carry NULLs: the
+       -- recorded ids and statuses are a pass's worth each, not sent once per claim)
+       CASE WHEN c.n IS NULL OR c.n = 1
+            THEN (SELECT array_agg(id ORDER BY id) FROM finished) END AS recorded_ids,
+       CASE WHEN c.n IS NULL OR c.n = 1
+            THEN (SELECT array_agg(status ORDER BY id) FROM finished) END AS recorded_statuses,
+       CASE WHEN c.n IS NULL OR c.n = 1 THEN (SELECT at FROM next_due) END AS next_due,
        clock.now AS db_now,
        -- the horizon for the next pass: pgsched_run_horizon_since(), read here rather
        -- than called (a SECURITY DEFINER function is planned again at every call;
@@ -413,7 +417,8 @@ SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue
        EXISTS (SELECT FROM pgsched_tenant
                 WHERE max_running IS NOT NULL AND NOT paused) AS held_tenants
   FROM clock
-  LEFT JOIN claimed c ON true;
+  LEFT JOIN (SELECT claimed.*, row_number() OVER () AS n FROM claimed) c ON true
+ ORDER BY c.n;
 
 
 -- name: guard_decide
@@ -704,16 +709,21 @@ next_due AS (
 SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue, c.kwargs,
        c.schedule_name, c.scheduled_for, c.idempotency_key, c.fire_after, c.started_at,
        c.claim_expires_at, c.task_call, c.priority, c.tenant, c.breaker, c.defect,
-       (SELECT array_agg(id ORDER BY id) FROM finished) AS recorded_ids,
-       (SELECT array_agg(status ORDER BY id) FROM finished) AS recorded_statuses,
-       (SELECT at FROM next_due) AS next_due,
+       -- the pass's own facts, on its first row only (the others carry NULLs: the
+       -- recorded ids and statuses are a pass's worth each, not sent once per claim)
+       CASE WHEN c.n IS NULL OR c.n = 1
+            THEN (SELECT array_agg(id ORDER BY id) FROM finished) END AS recorded_ids,
+       CASE WHEN c.n IS NULL OR c.n = 1
+            THEN (SELECT array_agg(status ORDER BY id) FROM finished) END AS recorded_statuses,
+       CASE WHEN c.n IS NULL OR c.n = 1 THEN (SELECT at FROM next_due) END AS next_due,
        clock.now AS db_now,
        (SELECT CASE WHEN h.live_since >= '0001-01-01 00:00:00+00' THEN h.live_since END
           FROM pgsched_run_horizon h) AS live_since,
        EXISTS (SELECT FROM pgsched_tenant
                 WHERE max_running IS NOT NULL AND NOT paused) AS held_tenants
   FROM clock
-  LEFT JOIN claimed c ON true
+  LEFT JOIN (SELECT claimed.*, row_number() OVER () AS n FROM claimed) c ON true
+ ORDER BY c.n
 
 
 -- name: held_tenants_exist

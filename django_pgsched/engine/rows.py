@@ -63,10 +63,12 @@ class Applied(NamedTuple):
 class PassRow(NamedTuple):
     """``executor_pass``: a run claimed for an idle slot (``id`` None: none was), and the pass.
 
-    The pass's own facts repeat on every row: the outcomes it recorded (ids and
-    the runs' new statuses, in id order; NULL when none), when the next
-    claimable run falls due (only when the claim did not fill the idle slots)
-    and the database time. :class:`ExecutorPassResult` splits them apart.
+    The pass's own facts are on its first row: the outcomes it recorded (ids and
+    the runs' new statuses, in id order; NULL when none) and when the next
+    claimable run falls due (only when the claim did not fill the idle slots);
+    the other rows carry NULLs there, so a pass's recorded ids are sent once, not
+    once per claim. The database time, the horizon and ``held_tenants`` are on
+    every row. :class:`ExecutorPassResult` splits them apart.
     """
 
     id: int | None
