@@ -406,12 +406,13 @@ SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue
        CASE WHEN c.n IS NULL OR c.n = 1
             THEN (SELECT array_agg(status ORDER BY id) FROM finished) END AS recorded_statuses,
        CASE WHEN c.n IS NULL OR c.n = 1 THEN (SELECT at FROM next_due) END AS next_due,
-       clock.now AS db_now,
+       CASE WHEN c.n IS NULL OR c.n = 1 THEN clock.now END AS db_now,
        -- the horizon for the next pass: pgsched_run_horizon_since(), read here rather
        -- than called (a SECURITY DEFINER function is planned again at every call;
        -- every role may read this table, migration 0023)
-       (SELECT CASE WHEN h.live_since >= '0001-01-01 00:00:00+00' THEN h.live_since END
-          FROM pgsched_run_horizon h) AS live_since,
+       CASE WHEN c.n IS NULL OR c.n = 1 THEN
+           (SELECT CASE WHEN h.live_since >= '0001-01-01 00:00:00+00' THEN h.live_since END
+              FROM pgsched_run_horizon h) END AS live_since,
        -- whether a tenant has a max_running (held_tenants_exist, read here: the pass's
        -- implicit transaction, not one more of its own)
        EXISTS (SELECT FROM pgsched_tenant
@@ -716,9 +717,10 @@ SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue
        CASE WHEN c.n IS NULL OR c.n = 1
             THEN (SELECT array_agg(status ORDER BY id) FROM finished) END AS recorded_statuses,
        CASE WHEN c.n IS NULL OR c.n = 1 THEN (SELECT at FROM next_due) END AS next_due,
-       clock.now AS db_now,
-       (SELECT CASE WHEN h.live_since >= '0001-01-01 00:00:00+00' THEN h.live_since END
-          FROM pgsched_run_horizon h) AS live_since,
+       CASE WHEN c.n IS NULL OR c.n = 1 THEN clock.now END AS db_now,
+       CASE WHEN c.n IS NULL OR c.n = 1 THEN
+           (SELECT CASE WHEN h.live_since >= '0001-01-01 00:00:00+00' THEN h.live_since END
+              FROM pgsched_run_horizon h) END AS live_since,
        EXISTS (SELECT FROM pgsched_tenant
                 WHERE max_running IS NOT NULL AND NOT paused) AS held_tenants
   FROM clock

@@ -64,11 +64,11 @@ class PassRow(NamedTuple):
     """``executor_pass``: a run claimed for an idle slot (``id`` None: none was), and the pass.
 
     The pass's own facts are on its first row: the outcomes it recorded (ids and
-    the runs' new statuses, in id order; NULL when none) and when the next
-    claimable run falls due (only when the claim did not fill the idle slots);
-    the other rows carry NULLs there, so a pass's recorded ids are sent once, not
-    once per claim. The database time, the horizon and ``held_tenants`` are on
-    every row. :class:`ExecutorPassResult` splits them apart.
+    the runs' new statuses, in id order; NULL when none), when the next
+    claimable run falls due (only when the claim did not fill the idle slots),
+    the database time and the horizon. The other rows carry NULLs there, so a
+    pass's facts are sent and decoded once, not once per claim.
+    :class:`ExecutorPassResult` splits them apart.
     """
 
     id: int | None
@@ -93,7 +93,7 @@ class PassRow(NamedTuple):
     recorded_ids: list[int] | None
     recorded_statuses: list[str] | None
     next_due: datetime | None
-    db_now: datetime
+    db_now: datetime | None  # set on the first row (every pass has one)
     live_since: datetime | None  # pgsched_run_horizon: where the live months start
     held_tenants: bool  # a tenant has a max_running (the pass also runs the held claim)
 
@@ -114,6 +114,7 @@ class ExecutorPassResult:
         first = rows[0]  # there is always one: the pass's own row
         recorded = dict(zip(first.recorded_ids or (), first.recorded_statuses or (), strict=True))
         claimed = [row for row in rows if row.id is not None]
+        assert first.db_now is not None, "the pass's facts are on its first row"
         return cls(
             recorded, claimed, first.next_due, first.db_now, first.live_since, first.held_tenants
         )
