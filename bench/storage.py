@@ -23,6 +23,13 @@ The designs (``DESIGNS``):
   claim write touches, so the claim is a HOT update) beside the partitioned
   history row, written at plan (visible at once) and updated once at the end
   (its indexes name no column the end changes; fillfactor 80 for HOT room).
+- ``current``: design (a) with the history row kept current, as
+  ``pgsched_job_run`` is today: the claim updates the live row and the history
+  row (status ``running``, attempts, start, worker), the end deletes the live
+  row and updates the history row. The history's indexes (occurrence, key,
+  recent, tenant) name no column the claim or the end writes, so both are HOT
+  updates where the page has room (history fillfactor 70, live 50). The lease
+  token lives on the live row only.
 - ``once``: design (b), the history row written once at the end: a live row
   carrying the payload, a narrow occurrence-key table (partitioned by month,
   kept as long as history) holding ``UNIQUE (schedule_id, scheduled_for)``,
@@ -511,6 +518,91 @@ finished AS (
     ("schedule", "run", "attempt", "occurrence", "live"),
 )
 
+# (a) with the history row current: the claim and the end each update it too, and both
+# are HOT updates (no index of the history names a column either writes). The history keeps
+# the occurrence guard and every status from the plan on, as pgsched_job_run does today.
+CURRENT_HISTORY_INDEXES = (
+    HISTORY_INDEXES
+    + """
+CREATE INDEX run_tenant ON run (tenant, scheduled_for, id) WHERE tenant <> '';
+"""
+)
+
+CURRENT = Design(
+    "current",
+    "proto_current",
+    SCHEDULES
+    + f"""
+CREATE SEQUENCE run_id;
+CREATE TABLE run ({RUN_COLUMNS}, PRIMARY KEY (id, scheduled_for))
+    PARTITION BY RANGE (scheduled_for);
+"""
+    + CURRENT_HISTORY_INDEXES
+    + months("run", "WITH (fillfactor = 70)")
+    + ATTEMPT
+    + f"""
+CREATE TABLE live ({LIVE_COLUMNS},
+    CONSTRAINT live_valid CHECK (
+        attempts BETWEEN 0 AND 8 AND attempts <= max_attempts
+        AND (claimed_by IS NULL) = (claim_expires_at IS NULL))
+) WITH (fillfactor = 50);
+CREATE INDEX live_claim ON live (priority, fire_after, id);
+""",
+    NARROW.plan,
+    OUTCOMES
+    + """
+ended AS (
+    DELETE FROM live l
+     USING outcome o
+     WHERE l.id = o.id AND l.claimed_by = o.token
+    RETURNING l.id, l.scheduled_for, l.attempts, l.started_at, l.worker
+),
+finished AS (
+    UPDATE run r
+       SET status = 'succeeded', finished_at = clock.now
+      FROM ended e, clock
+     WHERE r.id = e.id AND r.scheduled_for = e.scheduled_for
+    RETURNING r.id
+),
+recorded AS (
+    INSERT INTO attempt (job_run_id, run_scheduled_for, number, status, started_at,
+                         finished_at, worker)
+    SELECT e.id, e.scheduled_for, e.attempts, 'succeeded', e.started_at, clock.now, e.worker
+      FROM ended e, clock
+),
+claimable AS MATERIALIZED (
+    SELECT l.id
+      FROM live l
+     WHERE l.fire_after <= (SELECT now FROM clock)
+       AND (l.claimed_by IS NULL OR l.claim_expires_at < (SELECT now FROM clock))
+     ORDER BY l.priority, l.fire_after, l.id
+     LIMIT %(limit)s
+       FOR NO KEY UPDATE OF l SKIP LOCKED
+),
+claimed AS (
+    UPDATE live l
+       SET status = 'r', attempts = l.attempts + 1, claimed_by = gen_random_uuid(),
+           worker = 'storage', started_at = clock.now,
+           claim_expires_at = clock.now + l.timeout * 2
+      FROM claimable c, clock
+     WHERE l.id = c.id
+    RETURNING l.id, l.scheduled_for, l.claimed_by, l.job, l.attempts, l.timeout, l.started_at,
+              l.worker
+),
+shown AS (
+    UPDATE run r
+       SET status = 'running', attempts = c.attempts, started_at = c.started_at,
+           worker = c.worker
+      FROM claimed c
+     WHERE r.id = c.id AND r.scheduled_for = c.scheduled_for
+    RETURNING r.id, r.kwargs::text AS kwargs
+)
+SELECT c.id, c.claimed_by, c.job, s.kwargs, c.attempts, c.timeout
+  FROM claimed c JOIN shown s ON s.id = c.id
+""",
+    ("schedule", "run", "attempt", "live"),
+)
+
 RAW = Design(
     "raw",
     "proto_raw",
@@ -579,7 +671,7 @@ RETURNING j.id, j.claimed_by::uuid, NULL::text, NULL::text, j.attempts, NULL::in
     ("schedule", "job_run", "attempt"),
 )
 
-DESIGNS = {d.name: d for d in (TODAY, SLIM, NARROW, ONCE, RAW)}
+DESIGNS = {d.name: d for d in (TODAY, SLIM, NARROW, CURRENT, ONCE, RAW)}
 
 
 # -- the driver -------------------------------------------------------------------------------
