@@ -30,6 +30,10 @@ The designs (``DESIGNS``):
   recent, tenant) name no column the claim or the end writes, so both are HOT
   updates where the page has room (history fillfactor 70, live 50). The lease
   token lives on the live row only.
+- ``current_row`` and ``current_stmt``: ``current`` with the live row made by a
+  trigger on the history (a row trigger, or a statement trigger reading the
+  inserted rows), so that every writer of the history gets one; the plan
+  inserts only the history row. What the trigger costs the planner.
 - ``once``: design (b), the history row written once at the end: a live row
   carrying the payload, a narrow occurrence-key table (partitioned by month,
   kept as long as history) holding ``UNIQUE (schedule_id, scheduled_for)``,
@@ -603,6 +607,67 @@ SELECT c.id, c.claimed_by, c.job, s.kwargs, c.attempts, c.timeout
     ("schedule", "run", "attempt", "live"),
 )
 
+# `current` with its live rows made by a trigger on the history (so that every writer of
+# pgsched_job_run, the admin and enqueue() included, gets one): the plan inserts only the
+# history row. By a row trigger, or by a statement trigger reading the inserted rows.
+HISTORY_ONLY_PLAN = NARROW.plan.replace(
+    """),
+live AS (
+    INSERT INTO live (id, scheduled_for, status, fire_after, job, queue, tenant, max_attempts,
+                      timeout)
+    SELECT id, scheduled_for, 'p', fire_after, job, queue, tenant, max_attempts, timeout
+      FROM inserted
+)
+""",
+    ")\n",
+)
+assert HISTORY_ONLY_PLAN != NARROW.plan
+
+LIVE_BY_ROW_TRIGGER = """
+CREATE FUNCTION live_from_run() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO live (id, scheduled_for, status, fire_after, job, queue, tenant, max_attempts,
+                      timeout)
+    VALUES (NEW.id, NEW.scheduled_for, 'p', NEW.fire_after, NEW.job, NEW.queue, NEW.tenant,
+            NEW.max_attempts, NEW.timeout);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER live_from_run AFTER INSERT ON run FOR EACH ROW
+    WHEN (NEW.status IN ('pending', 'retrying')) EXECUTE FUNCTION live_from_run();
+"""
+
+LIVE_BY_STATEMENT_TRIGGER = """
+CREATE FUNCTION live_from_runs() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO live (id, scheduled_for, status, fire_after, job, queue, tenant, max_attempts,
+                      timeout)
+    SELECT id, scheduled_for, 'p', fire_after, job, queue, tenant, max_attempts, timeout
+      FROM new_runs
+     WHERE status IN ('pending', 'retrying');
+    RETURN NULL;
+END $$;
+CREATE TRIGGER live_from_runs AFTER INSERT ON run REFERENCING NEW TABLE AS new_runs
+    FOR EACH STATEMENT EXECUTE FUNCTION live_from_runs();
+"""
+
+CURRENT_ROW = Design(
+    "current_row",
+    "proto_current_row",
+    CURRENT.setup + LIVE_BY_ROW_TRIGGER,
+    HISTORY_ONLY_PLAN,
+    CURRENT.exchange,
+    CURRENT.tables,
+)
+
+CURRENT_STATEMENT = Design(
+    "current_stmt",
+    "proto_current_stmt",
+    CURRENT.setup + LIVE_BY_STATEMENT_TRIGGER,
+    HISTORY_ONLY_PLAN,
+    CURRENT.exchange,
+    CURRENT.tables,
+)
+
 RAW = Design(
     "raw",
     "proto_raw",
@@ -671,7 +736,9 @@ RETURNING j.id, j.claimed_by::uuid, NULL::text, NULL::text, j.attempts, NULL::in
     ("schedule", "job_run", "attempt"),
 )
 
-DESIGNS = {d.name: d for d in (TODAY, SLIM, NARROW, CURRENT, ONCE, RAW)}
+DESIGNS = {
+    d.name: d for d in (TODAY, SLIM, NARROW, CURRENT, CURRENT_ROW, CURRENT_STATEMENT, ONCE, RAW)
+}
 
 
 # -- the driver -------------------------------------------------------------------------------
