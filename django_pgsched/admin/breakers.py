@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.urls import URLPattern, path, reverse
+from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from ..delivery import breaker
 from ..models import Breaker
-from .common import ACTION_LIMIT, UnreadableRows, badge, post_only, target, utc
+from .common import ACTION_LIMIT, ObjectButtons, UnreadableRows, badge, target, utc
 
 if TYPE_CHECKING:
     BreakerAdminBase = admin.ModelAdmin[Breaker]
@@ -29,7 +29,7 @@ STATE_BADGES = {"closed": "succeeded", "open": "failed", "half_open": "retrying"
 
 
 @admin.register(Breaker)
-class BreakerAdmin(UnreadableRows, BreakerAdminBase):
+class BreakerAdmin(ObjectButtons, UnreadableRows, BreakerAdminBase):
     change_form_template = "admin/pgsched/change_form.html"
     list_display = ("destination", "tenant", "state_badge", "since_column", "failures", "retry")
     list_filter = ("state",)
@@ -115,15 +115,7 @@ class BreakerAdmin(UnreadableRows, BreakerAdminBase):
             context["pgsched_tools"] = [{"label": "Reset", "url": url}]
         return super().change_view(request, object_id, form_url, context)
 
-    def get_urls(self) -> list[URLPattern]:
-        return [
-            path(
-                "<path:object_id>/reset/",
-                post_only(self.admin_site, self.reset_view),
-                name="pgsched_breaker_reset",
-            ),
-            *super().get_urls(),
-        ]
+    buttons = (("reset", "reset_view"),)
 
     def reset_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         obj: Breaker = target(self, request, object_id, self.has_reset_permission(request))

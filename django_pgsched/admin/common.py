@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from functools import cached_property, wraps
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
@@ -14,7 +14,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
-from django.urls import URLPattern
+from django.urls import URLPattern, path
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
@@ -129,6 +129,31 @@ def with_tenant_column(request: HttpRequest, columns: Sequence[Any], after: str)
 
 def post_only(admin_site: admin.AdminSite, view: Callable[..., HttpResponse]) -> Any:
     return admin_site.admin_view(require_POST(view))
+
+
+class ObjectButtons:
+    """An admin whose change page has buttons, each a POST to ``<id>/<slug>/``.
+
+    ``buttons`` pairs each slug with the name of its view method; the URL is named
+    ``admin:<app>_<model>_<slug>`` (a ``-`` in the slug becomes ``_``), behind the
+    admin's login and ``require_POST``. The view checks its own permission
+    (:func:`target`).
+    """
+
+    buttons: ClassVar[tuple[tuple[str, str], ...]] = ()
+
+    def get_urls(self) -> list[URLPattern]:
+        opts = self.model._meta  # type: ignore[attr-defined]
+        site = self.admin_site  # type: ignore[attr-defined]
+        own = [
+            path(
+                f"<path:object_id>/{slug}/",
+                post_only(site, getattr(self, view)),
+                name=f"{opts.app_label}_{opts.model_name}_{slug.replace('-', '_')}",
+            )
+            for slug, view in self.buttons
+        ]
+        return [*own, *super().get_urls()]  # type: ignore[misc]
 
 
 def target(model_admin: Any, request: HttpRequest, object_id: str, allowed: bool) -> Any:

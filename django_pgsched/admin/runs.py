@@ -21,7 +21,7 @@ from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import BadRequest, ValidationError
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.urls import URLPattern, path, reverse
+from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -39,11 +39,11 @@ from .common import (
     AttemptInlineBase,
     BoundedCountPaginator,
     JobRunAdminBase,
+    ObjectButtons,
     TenantFilter,
     UnreadableRows,
     badge,
     by_whom,
-    post_only,
     target,
     utc,
     with_tenant_column,
@@ -183,7 +183,7 @@ class AttemptInline(AttemptInlineBase):
 
 
 @admin.register(JobRun)
-class JobRunAdmin(UnreadableRows, JobRunAdminBase):
+class JobRunAdmin(ObjectButtons, UnreadableRows, JobRunAdminBase):
     paginator = BoundedCountPaginator
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER
@@ -428,21 +428,7 @@ class JobRunAdmin(UnreadableRows, JobRunAdminBase):
             )
         return tools
 
-    def get_urls(self) -> list[URLPattern]:
-        site = self.admin_site
-        return [
-            path(
-                "<path:object_id>/cancel/",
-                post_only(site, self.cancel_view),
-                name="pgsched_jobrun_cancel",
-            ),
-            path(
-                "<path:object_id>/retry/",
-                post_only(site, self.retry_view),
-                name="pgsched_jobrun_retry",
-            ),
-            *super().get_urls(),
-        ]
+    buttons = (("cancel", "cancel_view"), ("retry", "retry_view"))
 
     def _target(self, request: HttpRequest, object_id: str, allowed: bool) -> JobRun:
         obj: JobRun = target(self, request, object_id, allowed)

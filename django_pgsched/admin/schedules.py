@@ -18,7 +18,7 @@ from django.db import DatabaseError, connections
 from django.db.models import QuerySet
 from django.db.models.functions import Now
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.urls import URLPattern, path, reverse
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
@@ -39,12 +39,12 @@ from .common import (
     ACTION_LIMIT,
     TIME,
     BoundedCountPaginator,
+    ObjectButtons,
     ScheduleAdminBase,
     TenantFilter,
     UnreadableRows,
     badge,
     by_whom,
-    post_only,
     target,
     utc,
     with_tenant_column,
@@ -148,7 +148,7 @@ class SourceFilter(admin.SimpleListFilter):
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(UnreadableRows, ScheduleAdminBase):
+class ScheduleAdmin(ObjectButtons, UnreadableRows, ScheduleAdminBase):
     form = ScheduleForm
     paginator = BoundedCountPaginator
     change_form_template = "admin/pgsched/change_form.html"
@@ -544,26 +544,7 @@ class ScheduleAdmin(UnreadableRows, ScheduleAdminBase):
             tool["url"] = reverse(f"admin:pgsched_schedule_{tool['view']}", args=[obj.pk])
         return tools
 
-    def get_urls(self) -> list[URLPattern]:
-        site = self.admin_site
-        return [
-            path(
-                "<path:object_id>/pause/",
-                post_only(site, self.pause_view),
-                name="pgsched_schedule_pause",
-            ),
-            path(
-                "<path:object_id>/resume/",
-                post_only(site, self.resume_view),
-                name="pgsched_schedule_resume",
-            ),
-            path(
-                "<path:object_id>/run-now/",
-                post_only(site, self.run_now_view),
-                name="pgsched_schedule_run_now",
-            ),
-            *super().get_urls(),
-        ]
+    buttons = (("pause", "pause_view"), ("resume", "resume_view"), ("run-now", "run_now_view"))
 
     def _target(self, request: HttpRequest, object_id: str, allowed: bool) -> Schedule:
         obj: Schedule = target(self, request, object_id, allowed)
