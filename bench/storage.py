@@ -355,7 +355,7 @@ CREATE INDEX run_recent ON run (scheduled_for, id);
 
 # (a) and (b): the attempt of each ended live row, and the claim on the live table (a HOT
 # update: no index names a column it writes)
-LIVE_RECORD_AND_CLAIM = """
+LIVE_RECORD = """
 recorded AS (
     INSERT INTO attempt (job_run_id, run_scheduled_for, number, status, started_at,
                          finished_at, worker)
@@ -370,13 +370,17 @@ claimable AS MATERIALIZED (
      ORDER BY l.priority, l.fire_after, l.id
      LIMIT %(limit)s
        FOR NO KEY UPDATE OF l SKIP LOCKED
-)
+)"""
+LIVE_RECORD_AND_CLAIM = (
+    LIVE_RECORD
+    + """
 UPDATE live l
    SET status = 'r', attempts = l.attempts + 1, claimed_by = gen_random_uuid(),
        worker = 'storage', started_at = clock.now, claim_expires_at = clock.now + l.timeout * 2
   FROM claimable c, clock
  WHERE l.id = c.id
 """
+)
 
 NARROW = Design(
     "narrow",
@@ -568,21 +572,9 @@ finished AS (
      WHERE r.id = e.id AND r.scheduled_for = e.scheduled_for
     RETURNING r.id
 ),
-recorded AS (
-    INSERT INTO attempt (job_run_id, run_scheduled_for, number, status, started_at,
-                         finished_at, worker)
-    SELECT e.id, e.scheduled_for, e.attempts, 'succeeded', e.started_at, clock.now, e.worker
-      FROM ended e, clock
-),
-claimable AS MATERIALIZED (
-    SELECT l.id
-      FROM live l
-     WHERE l.fire_after <= (SELECT now FROM clock)
-       AND (l.claimed_by IS NULL OR l.claim_expires_at < (SELECT now FROM clock))
-     ORDER BY l.priority, l.fire_after, l.id
-     LIMIT %(limit)s
-       FOR NO KEY UPDATE OF l SKIP LOCKED
-),
+"""
+    + LIVE_RECORD
+    + """,
 claimed AS (
     UPDATE live l
        SET status = 'r', attempts = l.attempts + 1, claimed_by = gen_random_uuid(),
