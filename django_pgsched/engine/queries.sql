@@ -395,30 +395,32 @@ next_due AS (
              ORDER BY q.fire_after
              LIMIT 1) AS at
      WHERE (SELECT count(*) FROM claimable) < %(limit)s
+),
+facts AS (
+    SELECT (SELECT array_agg(id ORDER BY id) FROM finished) AS recorded_ids,
+           (SELECT array_agg(status ORDER BY id) FROM finished) AS recorded_statuses,
+           (SELECT at FROM next_due) AS next_due,
+           clock.now AS db_now,
+           -- the horizon for the next pass: pgsched_run_horizon_since(), read here rather
+           -- than called (a SECURITY DEFINER function is planned again at every call;
+           -- every role may read this table, migration 0023)
+           (SELECT CASE WHEN h.live_since >= '0001-01-01 00:00:00+00' THEN h.live_since END
+              FROM pgsched_run_horizon h) AS live_since
+      FROM clock
 )
 SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue, c.kwargs,
        c.schedule_name, c.scheduled_for, c.idempotency_key, c.fire_after, c.started_at,
        c.claim_expires_at, c.task_call, c.priority, c.tenant, c.breaker, c.defect,
-       -- the pass's own facts, on its first row only (the others carry NULLs: the
-       -- recorded ids and statuses are a pass's worth each, not sent once per claim)
-       CASE WHEN c.n IS NULL OR c.n = 1
-            THEN (SELECT array_agg(id ORDER BY id) FROM finished) END AS recorded_ids,
-       CASE WHEN c.n IS NULL OR c.n = 1
-            THEN (SELECT array_agg(status ORDER BY id) FROM finished) END AS recorded_statuses,
-       CASE WHEN c.n IS NULL OR c.n = 1 THEN (SELECT at FROM next_due) END AS next_due,
-       CASE WHEN c.n IS NULL OR c.n = 1 THEN clock.now END AS db_now,
-       -- the horizon for the next pass: pgsched_run_horizon_since(), read here rather
-       -- than called (a SECURITY DEFINER function is planned again at every call;
-       -- every role may read this table, migration 0023)
-       CASE WHEN c.n IS NULL OR c.n = 1 THEN
-           (SELECT CASE WHEN h.live_since >= '0001-01-01 00:00:00+00' THEN h.live_since END
-              FROM pgsched_run_horizon h) END AS live_since,
+       f.recorded_ids, f.recorded_statuses, f.next_due, f.db_now, f.live_since,
        -- whether a tenant has a max_running (held_tenants_exist, read here: the pass's
        -- implicit transaction, not one more of its own)
        EXISTS (SELECT FROM pgsched_tenant
                 WHERE max_running IS NOT NULL AND NOT paused) AS held_tenants
   FROM clock
   LEFT JOIN (SELECT claimed.*, row_number() OVER () AS n FROM claimed) c ON true
+  -- the pass's own facts on its first row only (the others carry NULLs): the recorded
+  -- ids and statuses are a pass's worth each, sent once, not once per claimed run
+  LEFT JOIN facts f ON c.n IS NULL OR c.n = 1
  ORDER BY c.n;
 
 
@@ -706,25 +708,25 @@ next_due AS (
              ORDER BY q.fire_after
              LIMIT 1) AS at
      WHERE false  -- no next-due probe: the broker says when there is work
+),
+facts AS (
+    SELECT (SELECT array_agg(id ORDER BY id) FROM finished) AS recorded_ids,
+           (SELECT array_agg(status ORDER BY id) FROM finished) AS recorded_statuses,
+           (SELECT at FROM next_due) AS next_due,
+           clock.now AS db_now,
+           (SELECT CASE WHEN h.live_since >= '0001-01-01 00:00:00+00' THEN h.live_since END
+              FROM pgsched_run_horizon h) AS live_since
+      FROM clock
 )
 SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue, c.kwargs,
        c.schedule_name, c.scheduled_for, c.idempotency_key, c.fire_after, c.started_at,
        c.claim_expires_at, c.task_call, c.priority, c.tenant, c.breaker, c.defect,
-       -- the pass's own facts, on its first row only (the others carry NULLs: the
-       -- recorded ids and statuses are a pass's worth each, not sent once per claim)
-       CASE WHEN c.n IS NULL OR c.n = 1
-            THEN (SELECT array_agg(id ORDER BY id) FROM finished) END AS recorded_ids,
-       CASE WHEN c.n IS NULL OR c.n = 1
-            THEN (SELECT array_agg(status ORDER BY id) FROM finished) END AS recorded_statuses,
-       CASE WHEN c.n IS NULL OR c.n = 1 THEN (SELECT at FROM next_due) END AS next_due,
-       CASE WHEN c.n IS NULL OR c.n = 1 THEN clock.now END AS db_now,
-       CASE WHEN c.n IS NULL OR c.n = 1 THEN
-           (SELECT CASE WHEN h.live_since >= '0001-01-01 00:00:00+00' THEN h.live_since END
-              FROM pgsched_run_horizon h) END AS live_since,
+       f.recorded_ids, f.recorded_statuses, f.next_due, f.db_now, f.live_since,
        EXISTS (SELECT FROM pgsched_tenant
                 WHERE max_running IS NOT NULL AND NOT paused) AS held_tenants
   FROM clock
   LEFT JOIN (SELECT claimed.*, row_number() OVER () AS n FROM claimed) c ON true
+  LEFT JOIN facts f ON c.n IS NULL OR c.n = 1  -- on the first row only, as executor_pass
  ORDER BY c.n
 
 
