@@ -883,3 +883,37 @@ def test_the_replica_page_lists_connected_replicas_and_what_they_hold(
         assert held.status_code == 200 and f">{run.pk}<" in held.content.decode()
     gone = admin_client.get(reverse("admin:pgsched_replica_changelist")).content.decode()
     assert "replica-7" not in gone
+
+
+def test_every_change_page_button_is_a_post_behind_the_admin_login(admin_client, db):
+    """admin.common.ObjectButtons: each admin's ``buttons`` become ``<id>/<slug>/`` URLs
+    named ``admin:pgsched_<model>_<slug>``, refusing GET and answering only staff."""
+    from django.contrib import admin as django_admin
+
+    from django_pgsched.admin.common import ObjectButtons
+
+    with_buttons = [
+        model_admin
+        for model_admin in django_admin.site._registry.values()
+        if isinstance(model_admin, ObjectButtons)
+    ]
+    names = sorted(
+        f"pgsched_{a.model._meta.model_name}_{slug.replace('-', '_')}"
+        for a in with_buttons
+        for slug, _ in a.buttons
+    )
+    assert names == [
+        "pgsched_breaker_reset",
+        "pgsched_jobrun_cancel",
+        "pgsched_jobrun_retry",
+        "pgsched_schedule_pause",
+        "pgsched_schedule_resume",
+        "pgsched_schedule_run_now",
+    ]
+    for name in names:
+        url = reverse(f"admin:{name}", args=[12345])
+        assert url.endswith("/12345/" + name.split("_", 2)[2].replace("run_now", "run-now") + "/")
+        assert admin_client.get(url).status_code == 405, name  # POST only
+        anonymous = Client().post(url)
+        assert anonymous.status_code == 302 and "/login/" in anonymous["Location"], name
+        assert admin_client.post(url).status_code == 404, name  # no such object

@@ -703,3 +703,56 @@ def test_recording_outcomes_finds_runs_by_primary_key_not_the_running_index(priv
     used = {n.get("Index Name") for n in walk(plan[0]["Plan"])}
     assert "pgsched_run_running_idx" not in used, used
     assert "pgsched_job_run_pkey" in used, used
+
+
+def test_a_pass_sends_its_facts_on_its_first_row_only(db, monkeypatch):
+    """executor_pass: the recorded ids and statuses, next due, database time and horizon
+    are on the pass's first row; every other claimed row carries NULLs there, and the
+    pass's result still records every outcome."""
+    monkeypatch.setattr(executor_module, "GATHER_WINDOW", 5.0)  # the test's margin, not 2 ms
+    runs = [enqueue("tests.noop", kwargs={"i": i}) for i in range(6)]
+    passes: list[list[Any]] = []
+    real_fetch = db_module.fetch
+
+    def fetch(conn, statement, params):
+        rows = real_fetch(conn, statement, params)
+        if statement is queries.EXECUTOR_PASS:
+            passes.append(rows)
+        return rows
+
+    monkeypatch.setattr(db_module, "fetch", fetch)
+    executor = Executor(concurrency=3)
+    executor.start_threads()
+    try:
+        assert executor.run_once().claimed == 3
+        deadline = time.monotonic() + 10
+        while executor.slots.outcomes.qsize() < 3 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        result = executor.run_once()  # records the 3 outcomes and claims the other 3
+        assert result.completed == 3 and result.claimed == 3
+        deadline = time.monotonic() + 10
+        while executor.slots.outcomes.qsize() < 3 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        executor.run_once()
+    finally:
+        executor.stop_threads(5)
+    recording_and_claiming = [rows for rows in passes if len(rows) > 1 and rows[0].recorded_ids]
+    assert recording_and_claiming, [len(rows) for rows in passes]
+    for rows in passes:
+        first, *others = rows
+        assert first.db_now is not None
+        for row in others:
+            assert row.id is not None
+            assert (row.recorded_ids, row.recorded_statuses, row.next_due, row.db_now) == (
+                None,
+                None,
+                None,
+                None,
+            )
+            assert row.live_since is None
+    rows = recording_and_claiming[0]
+    assert len(rows[0].recorded_ids) == len(rows[0].recorded_statuses) >= 2
+    assert set(rows[0].recorded_statuses) == {"succeeded"}
+    for run in runs:
+        run.refresh_from_db()
+    assert [run.status for run in runs] == ["succeeded"] * 6
