@@ -346,6 +346,30 @@ LIVE_COLUMNS = """
     max_attempts smallint NOT NULL, timeout interval NOT NULL, claimed_by uuid,
     claim_expires_at timestamptz, started_at timestamptz, worker text
 """
+
+
+def live_table(fillfactor: int, payload: str = "") -> str:
+    """The live table of (a) and (b): the claim's columns (and ``payload``), one claim index."""
+    return f"""
+CREATE TABLE live ({LIVE_COLUMNS},{payload}
+    CONSTRAINT live_valid CHECK (
+        attempts BETWEEN 0 AND 8 AND attempts <= max_attempts
+        AND (claimed_by IS NULL) = (claim_expires_at IS NULL))
+) WITH (fillfactor = {fillfactor});
+CREATE INDEX live_claim ON live (priority, fire_after, id);
+"""
+
+
+# (a): the live rows of the recorded outcomes ended, fenced on their lease tokens
+LIVE_ENDED = """
+ended AS (
+    DELETE FROM live l
+     USING outcome o
+     WHERE l.id = o.id AND l.claimed_by = o.token
+    RETURNING l.id, l.scheduled_for, l.attempts, l.started_at, l.worker
+),
+"""
+
 HISTORY_INDEXES = """
 CREATE UNIQUE INDEX run_occurrence ON run (schedule_id, scheduled_for)
     WHERE schedule_id IS NOT NULL;
@@ -394,14 +418,7 @@ CREATE TABLE run ({RUN_COLUMNS}, PRIMARY KEY (id, scheduled_for))
     + HISTORY_INDEXES
     + months("run", "WITH (fillfactor = 80)")
     + ATTEMPT
-    + f"""
-CREATE TABLE live ({LIVE_COLUMNS},
-    CONSTRAINT live_valid CHECK (
-        attempts BETWEEN 0 AND 8 AND attempts <= max_attempts
-        AND (claimed_by IS NULL) = (claim_expires_at IS NULL))
-) WITH (fillfactor = 70);
-CREATE INDEX live_claim ON live (priority, fire_after, id);
-""",
+    + live_table(70),
     PLAN_DUE
     + """
 inserted AS (
@@ -426,13 +443,8 @@ live AS (
 SELECT (SELECT count(*) FROM inserted), (SELECT count(*) FROM advanced)
 """,
     OUTCOMES
+    + LIVE_ENDED
     + """
-ended AS (
-    DELETE FROM live l
-     USING outcome o
-     WHERE l.id = o.id AND l.claimed_by = o.token
-    RETURNING l.id, l.scheduled_for, l.attempts, l.started_at, l.worker
-),
 finished AS (
     UPDATE run r
        SET status = 'succeeded', attempts = e.attempts, started_at = e.started_at,
@@ -469,16 +481,12 @@ CREATE TABLE occurrence (schedule_id bigint NOT NULL, scheduled_for timestamptz 
     PARTITION BY RANGE (scheduled_for);
 """
     + months("occurrence")
-    + f"""
-CREATE TABLE live ({LIVE_COLUMNS},
+    + live_table(
+        70,
+        """
     schedule_id bigint, schedule_name text, idempotency_key text NOT NULL,
-    kwargs jsonb NOT NULL DEFAULT '{{}}', created_at timestamptz NOT NULL DEFAULT now(),
-    CONSTRAINT live_valid CHECK (
-        attempts BETWEEN 0 AND 8 AND attempts <= max_attempts
-        AND (claimed_by IS NULL) = (claim_expires_at IS NULL))
-) WITH (fillfactor = 70);
-CREATE INDEX live_claim ON live (priority, fire_after, id);
-""",
+    kwargs jsonb NOT NULL DEFAULT '{}', created_at timestamptz NOT NULL DEFAULT now(),""",
+    ),
     PLAN_DUE
     + """
 keyed AS (
@@ -548,23 +556,11 @@ CREATE TABLE run ({RUN_COLUMNS}, PRIMARY KEY (id, scheduled_for))
     + CURRENT_HISTORY_INDEXES
     + months("run", "WITH (fillfactor = 70)")
     + ATTEMPT
-    + f"""
-CREATE TABLE live ({LIVE_COLUMNS},
-    CONSTRAINT live_valid CHECK (
-        attempts BETWEEN 0 AND 8 AND attempts <= max_attempts
-        AND (claimed_by IS NULL) = (claim_expires_at IS NULL))
-) WITH (fillfactor = 50);
-CREATE INDEX live_claim ON live (priority, fire_after, id);
-""",
+    + live_table(50),
     NARROW.plan,
     OUTCOMES
+    + LIVE_ENDED
     + """
-ended AS (
-    DELETE FROM live l
-     USING outcome o
-     WHERE l.id = o.id AND l.claimed_by = o.token
-    RETURNING l.id, l.scheduled_for, l.attempts, l.started_at, l.worker
-),
 finished AS (
     UPDATE run r
        SET status = 'succeeded', finished_at = clock.now
