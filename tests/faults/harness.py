@@ -319,8 +319,12 @@ class FaultProxy:
     Runs its own event loop on a daemon thread.
     """
 
-    def __init__(self, upstream_port: int, upstream_host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, upstream_port: int, upstream_host: str = "127.0.0.1", *, listen: str = "127.0.0.1"
+    ) -> None:
         self.upstream = (upstream_host, upstream_port)
+        self.listen = listen
+        self.port = 0  # the serving thread sets it before it reports ready
         self.mode = "pass"
         self.delay = 0.0
         self.held = 0  # bytes held back while blackholed
@@ -336,7 +340,7 @@ class FaultProxy:
         asyncio.set_event_loop(self._loop)
 
         async def main() -> None:
-            self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+            self._server = await asyncio.start_server(self._accept, self.listen, 0)
             self.port = self._server.sockets[0].getsockname()[1]
             self._ready.set()
             async with self._server:
@@ -389,7 +393,7 @@ class FaultProxy:
         writer.close()
 
     def url(self, dbname: str, user: str = "postgres") -> str:
-        return f"postgresql://{user}@127.0.0.1:{self.port}/{dbname}"
+        return f"postgresql://{user}@{self.listen}:{self.port}/{dbname}"
 
     def blackhole(self) -> None:
         self.mode = "blackhole"

@@ -426,7 +426,7 @@ def check_attempts(conn: psycopg.Connection[Any]) -> list[Violation]:
                   coalesce(array_agg(a.number ORDER BY a.number)
                            FILTER (WHERE a.number IS NOT NULL), '{}')
              FROM pgsched_job_run r LEFT JOIN pgsched_attempt a ON a.job_run_id = r.id
-            GROUP BY r.id, r.scheduled_for""",  # the primary key (monthly partitions)
+            GROUP BY r.id, r.scheduled_for, r.status, r.attempts, r.max_attempts""",
     )
     for run_id, status, attempts, max_attempts, numbers in rows:
         if not 0 <= attempts <= min(8, max_attempts):

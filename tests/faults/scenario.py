@@ -94,13 +94,18 @@ class Scenario:
         first: datetime | None = None,
         overlap: str = "allow",
         start_deadline: float | None = None,
+        tenant: str = "",
+        zone: tuple[str, str, str] = ("UTC", "shift", "first"),
     ) -> list[int]:
-        """Insert ``n`` schedules by SQL, each with an explicit first ``next_fire_at``."""
+        """Insert ``n`` schedules by SQL, each with an explicit first ``next_fire_at``.
+
+        ``zone`` is a cron schedule's (timezone, dst_gap, dst_fold).
+        """
         assert (cron is None) != (interval is None)
         now = self.db_now()
         anchor = now.replace(microsecond=0) if interval else None
         table = (
-            timetable.cron(cron)
+            invariants.lattice(cron, None, None, zone)
             if cron
             else timetable.interval(timedelta(seconds=interval or 0), anchor)  # type: ignore[arg-type]
         )
@@ -109,12 +114,12 @@ class Scenario:
             """
             INSERT INTO pgsched_schedule (name, job, kwargs, cron, "interval", anchor, next_fire_at,
                    misfire_policy, catch_up_limit, misfire_grace, max_attempts, timeout, updated_at,
-                   overlap, start_deadline)
+                   overlap, start_deadline, tenant, timezone, dst_gap, dst_fold)
             SELECT %(prefix)s || '-' || g, %(job)s, %(kwargs)s::jsonb, %(cron)s,
                    make_interval(secs => %(interval)s), %(anchor)s, %(nfa)s, %(policy)s,
                    %(limit)s, make_interval(secs => %(grace)s), %(attempts)s,
                    make_interval(secs => %(timeout)s), now(), %(overlap)s,
-                   make_interval(secs => %(deadline)s)
+                   make_interval(secs => %(deadline)s), %(tenant)s, %(tz)s, %(gap)s, %(fold)s
               FROM generate_series(1, %(n)s) g
             RETURNING id
             """,
@@ -134,6 +139,10 @@ class Scenario:
                 "n": n,
                 "overlap": overlap,
                 "deadline": start_deadline,
+                "tenant": tenant,
+                "tz": zone[0],
+                "gap": zone[1],
+                "fold": zone[2],
             },
         )
         return [r[0] for r in rows]
