@@ -20,6 +20,10 @@ and a private ``nats-server -js`` on a loopback port, then for each transport
 - **saturation** (``--saturation``): the ``postgres`` throughput cell at
   growing concurrency, to find where the primary stops giving more runs/s
   (runs/s and the database's share of the machine's CPU).
+- **replica counts** (``--replica-counts 2,4,6,8``): the throughput cell of
+  both transports at each replica count, to find where (if anywhere) the
+  broker path overtakes ``SKIP LOCKED``, with each path's CPU per run on the
+  primary and in the replicas.
 
 The machine is shared and has two cores: read the ratios of one run, not the
 absolute figures; the JSON goes to ``bench/results/<UTC>-broker.json``.
@@ -261,13 +265,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--saturation", default="", help="concurrencies, e.g. 1,4,16,32")
     parser.add_argument("--skip-lateness", action="store_true")
     parser.add_argument(
+        "--replica-counts",
+        default="",
+        help="the throughput cells again at each replica count, both transports, e.g. 2,4,6,8"
+        " (where, if anywhere, the broker overtakes SKIP LOCKED)",
+    )
+    parser.add_argument(
         "--saturation-transports", default="postgres", help="postgres, or postgres,nats"
     )
     args = parser.parse_args(argv)
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out: dict[str, Any] = {"started": stamp, "args": vars(args), "throughput": [],
-                           "lateness": [], "saturation": []}  # fmt: skip
+                           "lateness": [], "saturation": [], "replicas": []}  # fmt: skip
     logs = Path(tempfile.mkdtemp(prefix="pgsched-bench-broker-"))
     nats_root = logs / "nats"
     try:
@@ -295,6 +305,17 @@ def main(argv: list[str] | None = None) -> int:
                         )  # fmt: skip
                         out["lateness"].append(r)
                         ctx.say(f"lateness rep {rep + 1} {transport}: {json.dumps(r)}")
+            counts = [int(x) for x in args.replica_counts.split(",") if x]
+            for rep in range(args.reps if counts else 0):
+                for n in counts:
+                    for transport in ("postgres", "nats"):
+                        r = throughput(
+                            ctx, transport, nats.url, replicas=n,
+                            concurrency=args.concurrency, count=args.count, warm=args.warm,
+                            window=args.window,
+                        )  # fmt: skip
+                        out["replicas"].append(r)
+                        ctx.say(f"replicas {n} rep {rep + 1} {transport}: {json.dumps(r)}")
             for c in [int(x) for x in args.saturation.split(",") if x]:
                 count = max(args.count, int(args.count * c / args.concurrency))
                 for transport in args.saturation_transports.split(","):
@@ -359,6 +380,36 @@ def report(out: dict[str, Any]) -> str:
                 f"| {r['transport']} | {r['concurrency']} × {r['replicas']}"
                 f" | {r['rate']:,.0f}{drained} | {100 * r['db_cpu_share']:.0f}%"
                 f" | {r['db_cpu_ms_per_run']:.3f} | {r['wal_per_run']:,.0f} |"
+            )
+    if out.get("replicas"):
+        lines += ["", "By replica count (medians of the repetitions; nats ÷ postgres in the"
+                  " same run):", "",
+                  "| replicas × concurrency | postgres runs/s | nats runs/s | nats ÷ postgres"
+                  " | DB CPU ms/run pg / nats | replicas CPU ms/run pg / nats"
+                  " | DB CPU share pg / nats |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+        for n in sorted({r["replicas"] for r in out["replicas"]}):
+            cells = {
+                t: [r for r in out["replicas"] if r["replicas"] == n and r["transport"] == t]
+                for t in ("postgres", "nats")
+            }
+
+            def m(t: str, key: str, cells: dict[str, list[dict[str, Any]]] = cells) -> float | None:
+                return _median([r[key] for r in cells[t]])
+
+            pg, nats = m("postgres", "rate"), m("nats", "rate")
+            ratio = f"{nats / pg:.2f}" if pg and nats else "-"
+            emptied = any(r["drained"] for rows in cells.values() for r in rows)
+            mark = " (a queue drained: lower bounds)" if emptied else ""
+            lines.append(
+                f"| {n} × {cells['postgres'][0]['concurrency']} | {pg or 0:,.0f} | {nats or 0:,.0f}"
+                f" | {ratio}{mark}"
+                f" | {m('postgres', 'db_cpu_ms_per_run') or 0:.3f} /"
+                f" {m('nats', 'db_cpu_ms_per_run') or 0:.3f}"
+                f" | {m('postgres', 'replica_cpu_ms_per_run') or 0:.3f} /"
+                f" {m('nats', 'replica_cpu_ms_per_run') or 0:.3f}"
+                f" | {100 * (m('postgres', 'db_cpu_share') or 0):.0f}% /"
+                f" {100 * (m('nats', 'db_cpu_share') or 0):.0f}% |"
             )
     return "\n".join(lines)
 
