@@ -265,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--saturation", default="", help="concurrencies, e.g. 1,4,16,32")
     parser.add_argument("--skip-lateness", action="store_true")
     parser.add_argument(
+        "--skip-throughput", action="store_true", help="leave out the --replicas cells"
+    )
+    parser.add_argument(
         "--replica-counts",
         default="",
         help="the throughput cells again at each replica count, both transports, e.g. 2,4,6,8"
@@ -288,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             ctx.fresh_database()
             out["postgres"] = cluster.settings()
             for rep in range(args.reps):
-                for transport in ("postgres", "nats"):
+                for transport in ("postgres", "nats") if not args.skip_throughput else ():
                     r = throughput(
                         ctx, transport, nats.url, replicas=args.replicas,
                         concurrency=args.concurrency, count=args.count, warm=args.warm,
