@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import random
 import signal
 import statistics
@@ -60,7 +59,7 @@ from tests.webhook_server import WebhookServer
 
 from . import invariants, netcut
 from .cluster import ROOT
-from .harness import Replica, wait_until
+from .harness import Replica, child_env, wait_until
 from .scenario import Scenario
 
 FAULTS = ("kill", "stop", "terminate", "pg_restart", "nats_node", "netcut")
@@ -213,11 +212,7 @@ class Chaos:
             "small": s.add_schedules(3, prefix=f"{tag}-small", cron="* * * * * *",
                                      tenant="small"),
         }  # fmt: skip
-        ids: list[int] = []
-        for name, members in groups.items():
-            self.groups.setdefault(name, []).extend(members)
-            ids += members
-        return ids
+        return self._register(groups)
 
     def add_zoned(self) -> list[int]:
         s = self.scenario
@@ -233,6 +228,10 @@ class Chaos:
             "new_york": s.add_schedules(1, prefix="b-new-york", cron="* * * * * *",
                                         zone=("America/New_York", "shift", "first")),
         }  # fmt: skip
+        return self._register(groups)
+
+    def _register(self, groups: dict[str, list[int]]) -> list[int]:
+        """Remember each group's schedule ids; return them all."""
         ids: list[int] = []
         for name, members in groups.items():
             self.groups.setdefault(name, []).extend(members)
@@ -271,18 +270,8 @@ class Chaos:
         return replicas
 
     def start_producer(self) -> None:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("PGSCHED_", "PYTEST_")) and k != "DATABASE_URL"
-        }
-        env.update(
-            {
-                "DJANGO_SETTINGS_MODULE": "tests.faults.replica_settings",
-                "DATABASE_URL": self.scenario.url,
-                "PYTHONPATH": str(ROOT),
-            }
-        )
+        env = child_env(self.scenario.url)
+        env["PYTHONPATH"] = str(ROOT)
         with (self.workdir / "producer.log").open("ab") as log:
             self.producer = subprocess.Popen(
                 [sys.executable, "-m", "tests.faults.producer", str(self.tasks_log), "0.2"],

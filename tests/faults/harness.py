@@ -71,6 +71,19 @@ def wait_until(
         time.sleep(interval)
 
 
+def child_env(database_url: str) -> dict[str, str]:
+    """The environment of a process the suite starts on ``database_url``: this one's, without
+    its pgsched and pytest variables, with the replicas' settings module."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PGSCHED_", "PYTEST_")) and k != "DATABASE_URL"
+    }
+    env["DJANGO_SETTINGS_MODULE"] = "tests.faults.replica_settings"
+    env["DATABASE_URL"] = database_url
+    return env
+
+
 class Replica:
     """One ``runscheduler`` incarnation."""
 
@@ -104,15 +117,9 @@ class Replica:
             "env": env,
             "database_url": database_url,
         }
-        run_env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("PGSCHED_", "PYTEST_")) and k != "DATABASE_URL"
-        }
+        run_env = child_env(database_url)
         run_env.update(
             {
-                "DJANGO_SETTINGS_MODULE": "tests.faults.replica_settings",
-                "DATABASE_URL": database_url,
                 "PGSCHED_TEST_OVERRIDES": json.dumps({**FAST, **(overrides or {})}),
                 "PYTHONUNBUFFERED": "1",
                 "PGSCHED_LOG_LEVEL": "INFO",
