@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -13,22 +13,17 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
-from . import events
+from . import events, validation
 from .bounds import time_error
 from .conf import get_settings
 from .engine import db, queries
 from .limits import MAX_NOTE_CHARS
 from .models import JobRun, Schedule, db_now
-from .payload import validate_kwargs
 from .registry import (
     job_defaults,
     require_job,
-    validate_max_attempts,
-    validate_queue,
-    validate_timeout,
 )
 from .statuses import RETRYABLE_STATUSES, RunStatus, ScheduleStatus
-from .tenants import validate_tenant
 
 #: The statuses :func:`retry_run` accepts.
 RETRYABLE = RETRYABLE_STATUSES
@@ -64,44 +59,25 @@ def enqueue(
     settings = get_settings()
     alias = using or settings.DATABASE_ALIAS
     spec = require_job(job_name)
-    errors: dict[str, list[str]] = {}
-    try:
-        clean_kwargs = validate_kwargs(
-            kwargs, max_bytes=settings.MAX_PAYLOAD_BYTES, max_depth=settings.MAX_PAYLOAD_DEPTH
-        )
-        run_timeout = timeout if isinstance(timeout, timedelta) else spec.timeout
-        clean_kwargs = spec.checked_kwargs(
-            clean_kwargs,
-            run_timeout or settings.DEFAULT_TIMEOUT,
-            tenant=tenant if isinstance(tenant, str) else "",
-        )
-    except ValidationError as exc:
-        errors["kwargs"] = exc.messages
-    if run_at is not None and (not isinstance(run_at, datetime) or timezone.is_naive(run_at)):
-        errors["run_at"] = [f"run_at: timezone offset required (schedules are UTC), got {run_at!r}"]
-    elif run_at is not None and (problem := time_error("run_at", run_at)):
-        errors["run_at"] = [problem]  # e.g. datetime(1, 1, 1, tzinfo=+05:00): 1 BC in UTC
-    checks = (
-        ("queue", queue, validate_queue),
-        ("max_attempts", max_attempts, validate_max_attempts),
-        ("timeout", timeout, validate_timeout),
+    problems = validation.Problems()
+    clean_kwargs = validation.job_kwargs(
+        problems, spec, kwargs, timeout=timeout, tenant=tenant, settings=settings
     )
-    for field, value, validator in checks:
-        if value is not None:
-            try:
-                validator(value)
-            except ValidationError as exc:
-                errors[field] = exc.messages
-    try:
-        validate_tenant(tenant)
-    except ValidationError as exc:
-        errors["tenant"] = exc.messages
+    if run_at is not None and (not isinstance(run_at, datetime) or timezone.is_naive(run_at)):
+        problems.add(
+            "run_at", f"run_at: timezone offset required (schedules are UTC), got {run_at!r}"
+        )
+    elif run_at is not None and (problem := time_error("run_at", run_at)):
+        problems.add("run_at", problem)  # e.g. datetime(1, 1, 1, tzinfo=+05:00): 1 BC in UTC
+    validation.run_options(
+        problems, {"queue": queue, "max_attempts": max_attempts, "timeout": timeout}
+    )
+    validation.tenant(problems, tenant)
     if idempotency_key is not None and (
         not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key) <= 200
     ):
-        errors["idempotency_key"] = ["idempotency_key: must be a string of 1 to 200 characters"]
-    if errors:
-        raise ValidationError(errors)
+        problems.add("idempotency_key", "idempotency_key: must be a string of 1 to 200 characters")
+    problems.raise_any()
 
     fire_after = run_at.astimezone(UTC) if run_at is not None else db_now(alias)
     defaults = job_defaults(spec, settings)
