@@ -84,7 +84,7 @@ def _sent(query_class: type[PostgresQuery], sql: str, params: dict[str, Any]) ->
 def test_a_long_named_statement_is_parsed_once_and_sent_as_psycopg_sends_it():
     sql = queries.EXECUTOR_PASS.sql
     assert len(sql.encode()) > 4096  # psycopg would parse it at every execution
-    assert db.ServerBindingCursor._query_cls is db._NamedStatementQuery
+    assert db.ServerBindingCursor._query_cls is db.statements._NamedStatementQuery
     first = _pass_params([Outcome(_claim(1), AttemptStatus.SUCCEEDED, "", 0.1)])
     second = _pass_params(
         [
@@ -92,10 +92,10 @@ def test_a_long_named_statement_is_parsed_once_and_sent_as_psycopg_sends_it():
             Outcome(_claim(3), AttemptStatus.SUCCEEDED, "", 0.3, value='{"a": 1}'),
         ]
     )
-    db._converted.pop(sql, None)
+    db.statements._converted.pop(sql, None)
     for params in (first, second, first):
-        assert _sent(db._NamedStatementQuery, sql, params) == _sent(PostgresQuery, sql, params)
-        assert sql in db._converted
+        assert _sent(db.statements._NamedStatementQuery, sql, params) == _sent(PostgresQuery, sql, params)
+        assert sql in db.statements._converted
 
 
 def test_recording_sends_null_for_an_array_null_throughout():
