@@ -19,18 +19,16 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import BadRequest, ValidationError
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from .. import api
-from ..conf import get_settings
 from ..delivery.request import masked_kwargs
 from ..digits import ascii_int
-from ..models import CLAIMABLE_STATUSES, Attempt, JobRun, Schedule, db_now
-from ..registry import all_jobs
+from ..models import CLAIMABLE_STATUSES, Attempt, JobRun, db_now
 from ..statuses import UNFINISHED_STATUSES
 from ..timing import describe
 from . import evidence
@@ -40,7 +38,6 @@ from .common import (
     BoundedCountPaginator,
     JobRunAdminBase,
     ObjectButtons,
-    TenantFilter,
     UnreadableRows,
     badge,
     by_whom,
@@ -48,9 +45,7 @@ from .common import (
     utc,
     with_tenant_column,
 )
-
-SCHEDULE_CHOICES = 100  # schedules listed in the run list's filter
-QUEUE_INDEX_LEAVES_OUT = "default"  # pgsched_run_by_queue_idx: WHERE queue <> 'default'
+from .filters import RunQueueFilter, RunScheduleFilter, TenantFilter
 
 
 class RunChangeList(ChangeList):
@@ -59,71 +54,6 @@ class RunChangeList(ChangeList):
         now = db_now()
         for run in self.result_list:
             run.pgsched_now = now
-
-
-class RunScheduleFilter(admin.SimpleListFilter):
-    """By schedule name (occurrences, run-now and retries); choices from the schedules table.
-
-    The schedule's occurrences are found by its id (the unique ``(schedule_id,
-    scheduled_for)`` index), its one-off runs (run now, retries, and the history
-    of a deleted schedule) by name among the runs of no schedule
-    (``pgsched_run_one_off_idx``): two index ranges, OR-ed.
-    """
-
-    title = "schedule"
-    parameter_name = "schedule"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        names = list(
-            Schedule.objects.order_by("name").values_list("name", flat=True)[:SCHEDULE_CHOICES]
-        )
-        if self.value() and self.value() not in names:
-            names.append(self.value())  # type: ignore[arg-type]
-        return [(name, name) for name in names]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        name = self.value()
-        if not name:
-            return queryset
-        one_offs = Q(schedule__isnull=True, schedule_name=name)
-        # the id as a constant (not a subquery), so the planner estimates this
-        # schedule's share of the runs from the statistics rather than an average
-        # (names are unique within a tenant: every tenant's schedule of that name)
-        ids = list(Schedule.objects.filter(name=name).values_list("pk", flat=True)[:100])
-        if not ids:  # deleted: its history is found by name alone
-            return queryset.filter(one_offs)
-        return queryset.filter(Q(schedule_id__in=ids) | one_offs)
-
-
-class RunQueueFilter(admin.SimpleListFilter):
-    """Queues named in settings, by jobs and by schedules (never SELECT DISTINCT over runs).
-
-    A queue other than ``default`` is a range of ``pgsched_run_by_queue_idx``,
-    which leaves ``default`` out: the filter repeats that predicate so the
-    planner can use the index. ``default`` is read in order from
-    ``pgsched_run_recent_idx`` with a filter (it is the dense case).
-    """
-
-    title = "queue"
-    parameter_name = "queue"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        queues = {get_settings().DEFAULT_QUEUE}
-        queues.update(spec.queue for spec in all_jobs().values() if spec.queue)
-        declared = Schedule.objects.exclude(queue=None).values_list("queue", flat=True)
-        queues.update(q for q in declared.distinct() if q)
-        if self.value():
-            queues.add(self.value())  # type: ignore[arg-type]
-        return [(q, q) for q in sorted(queues)] if len(queues) > 1 else []
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        queue = self.value()
-        if not queue:
-            return queryset
-        queryset = queryset.filter(queue=queue)
-        if queue == QUEUE_INDEX_LEAVES_OUT:
-            return queryset
-        return queryset.exclude(queue=QUEUE_INDEX_LEAVES_OUT)
 
 
 class AttemptInline(AttemptInlineBase):

@@ -30,7 +30,6 @@ from ..delivery.job import JOB_NAME
 from ..delivery.request import masked_kwargs
 from ..engine import stranded
 from ..models import Schedule, ScheduleStatus, db_now
-from ..registry import all_jobs
 from ..timing import describe, timetable, zoned, zones
 from . import http_form
 from .backfill import backfill_action
@@ -41,7 +40,6 @@ from .common import (
     BoundedCountPaginator,
     ObjectButtons,
     ScheduleAdminBase,
-    TenantFilter,
     UnreadableRows,
     badge,
     by_whom,
@@ -49,6 +47,7 @@ from .common import (
     utc,
     with_tenant_column,
 )
+from .filters import JobFilter, SourceFilter, TenantFilter
 from .forms import EDITABLE_FIELDS, ScheduleForm
 from .timeline import ON_SCHEDULE_PAGE, timeline_table
 from .times import PREVIEW, fire_time, local_and_utc, transitions_preview, zone_tag, zone_words
@@ -117,34 +116,6 @@ class ScheduleChangeList(ChangeList):
     def get_results(self, request: HttpRequest) -> None:
         super().get_results(request)
         attach_recent_runs(self.result_list)
-
-
-class JobFilter(admin.SimpleListFilter):
-    """The registered jobs: from the registry, no query."""
-
-    title = "job"
-    parameter_name = "job"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(name, name) for name in sorted(all_jobs())]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        return queryset.filter(job=self.value()) if self.value() else queryset
-
-
-class SourceFilter(admin.SimpleListFilter):
-    title = "declared in"
-    parameter_name = "source"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [
-            ("database", "the admin or code"),
-            ("settings", "settings"),
-            ("celery_beat", "imported from celery beat"),
-        ]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        return queryset.filter(source=self.value()) if self.value() else queryset
 
 
 @admin.register(Schedule)

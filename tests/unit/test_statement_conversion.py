@@ -94,7 +94,9 @@ def test_a_long_named_statement_is_parsed_once_and_sent_as_psycopg_sends_it():
     )
     db.statements._converted.pop(sql, None)
     for params in (first, second, first):
-        assert _sent(db.statements._NamedStatementQuery, sql, params) == _sent(PostgresQuery, sql, params)
+        assert _sent(db.statements._NamedStatementQuery, sql, params) == _sent(
+            PostgresQuery, sql, params
+        )
         assert sql in db.statements._converted
 
 
