@@ -92,7 +92,7 @@ def indexes_used(plan: dict[str, Any]) -> set[str | None]:
 def test_the_scheduler_sessions_plan_prepared_statements_once(db):
     connection.ensure_connection()
     # configure anew (an earlier test's rolled-back transaction took its settings along)
-    setattr(connection.connection, db_module._CONFIGURED_ATTR, None)
+    setattr(connection.connection, db_module.sessions._CONFIGURED_ATTR, None)
     with db_module.session("executor") as conn, conn.cursor() as cursor:
         cursor.execute("SHOW plan_cache_mode")
         assert cursor.fetchone()[0] == "force_generic_plan"
@@ -104,7 +104,7 @@ def test_no_statement_of_the_executor_sessions_is_jit_compiled(db):
     """The guard's decision sorts; with the executor's enable_sort = off its estimate
     passed jit_above_cost, and JIT compiled it at every pass (about a second each)."""
     connection.ensure_connection()
-    setattr(connection.connection, db_module._CONFIGURED_ATTR, None)
+    setattr(connection.connection, db_module.sessions._CONFIGURED_ATTR, None)
     with db_module.session("executor") as conn, conn.cursor() as cursor:
         cursor.execute("SET LOCAL jit_above_cost = 0")  # any cost would be compiled
         cursor.execute(

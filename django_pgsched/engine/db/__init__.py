@@ -14,9 +14,7 @@ from __future__ import annotations
 from .identity import default_worker_id, set_worker_id, worker_id
 from .pipeline import Pipelined, can_pipeline, rows, transaction_in_two_round_trips
 from .sessions import (
-    _CONFIGURED_ATTR,
     ROLE_PLANNER_SETTINGS,
-    ROW_FAULTS,
     SessionPool,
     configure,
     discard,
@@ -27,8 +25,6 @@ from .statements import ServerBindingCursor, cursor, execute, fetch
 
 __all__ = [
     "ROLE_PLANNER_SETTINGS",
-    "ROW_FAULTS",
-    "_CONFIGURED_ATTR",
     "Pipelined",
     "ServerBindingCursor",
     "SessionPool",
