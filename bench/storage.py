@@ -34,6 +34,13 @@ The designs (``DESIGNS``):
   trigger on the history (a row trigger, or a statement trigger reading the
   inserted rows), so that every writer of the history gets one; the plan
   inserts only the history row. What the trigger costs the planner.
+- ``synced``: ``current_stmt`` with the engine writing only the history, as it
+  does today: a second statement trigger on the history (``AFTER UPDATE
+  REFERENCING NEW TABLE``) copies each changed run's claim columns to its live
+  row, and deletes the live row once the run's status is final. The claim takes
+  its order from the live table and locks the history rows (``SKIP LOCKED``),
+  so every writer locks a run's history row before its live row, the order of
+  cancel, the reaper and the admin. The lease token stays on the history row.
 - ``once``: design (b), the history row written once at the end: a live row
   carrying the payload, a narrow occurrence-key table (partitioned by month,
   kept as long as history) holding ``UNIQUE (schedule_id, scheduled_for)``,
@@ -656,6 +663,74 @@ CURRENT_STATEMENT = Design(
     CURRENT.tables,
 )
 
+# `current` with the engine writing only the history, as it does today: the live table
+# is kept by statement triggers on the history (inserted rows, updated rows), so that no
+# statement but the claim's read changes. The lease token is on both rows. The claim takes
+# its order from the live table and locks the history rows (SKIP LOCKED), so that every
+# writer locks a run's history row before its live row (its trigger's write): the lock
+# order of every other writer of the history (cancel, the reaper, the admin).
+LIVE_SYNCED_BY_TRIGGERS = (
+    LIVE_BY_STATEMENT_TRIGGER
+    + """
+CREATE FUNCTION live_follows_runs() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM live l USING changed_runs n
+     WHERE l.id = n.id AND n.status NOT IN ('pending', 'running', 'retrying');
+    UPDATE live l
+       SET status = CASE n.status WHEN 'running' THEN 'r' WHEN 'retrying' THEN 't' ELSE 'p' END,
+           fire_after = n.fire_after, attempts = n.attempts, claimed_by = n.claimed_by,
+           claim_expires_at = n.claim_expires_at, started_at = n.started_at, worker = n.worker
+      FROM changed_runs n
+     WHERE l.id = n.id AND n.status IN ('pending', 'running', 'retrying');
+    RETURN NULL;
+END $$;
+CREATE TRIGGER live_follows_runs AFTER UPDATE ON run REFERENCING NEW TABLE AS changed_runs
+    FOR EACH STATEMENT EXECUTE FUNCTION live_follows_runs();
+"""
+)
+
+SYNCED = Design(
+    "synced",
+    "proto_synced",
+    CURRENT.setup + LIVE_SYNCED_BY_TRIGGERS,
+    HISTORY_ONLY_PLAN,
+    OUTCOMES
+    + """
+finished AS (
+    UPDATE run r
+       SET status = 'succeeded', finished_at = clock.now, claimed_by = NULL,
+           claim_expires_at = NULL
+      FROM outcome o, clock
+     WHERE r.id = o.id AND r.claimed_by = o.token
+    RETURNING r.id, r.scheduled_for, r.attempts, r.started_at, r.worker
+),
+recorded AS (
+    INSERT INTO attempt (job_run_id, run_scheduled_for, number, status, started_at,
+                         finished_at, worker)
+    SELECT f.id, f.scheduled_for, f.attempts, 'succeeded', f.started_at, clock.now, f.worker
+      FROM finished f, clock
+),
+claimable AS MATERIALIZED (
+    SELECT r.id, r.scheduled_for
+      FROM live l
+      JOIN run r ON r.id = l.id AND r.scheduled_for = l.scheduled_for
+     WHERE l.fire_after <= (SELECT now FROM clock)
+       AND l.status IN ('p', 't')
+       AND r.status IN ('pending', 'retrying')
+     ORDER BY l.priority, l.fire_after, l.id
+     LIMIT %(limit)s
+       FOR NO KEY UPDATE OF r SKIP LOCKED
+)
+UPDATE run r
+   SET status = 'running', attempts = r.attempts + 1, claimed_by = gen_random_uuid(),
+       worker = 'storage', started_at = clock.now, claim_expires_at = clock.now + r.timeout * 2
+  FROM claimable c, clock
+ WHERE r.id = c.id AND r.scheduled_for = c.scheduled_for
+RETURNING r.id, r.claimed_by, r.job, r.kwargs::text, r.attempts, r.timeout
+""",
+    CURRENT.tables,
+)
+
 RAW = Design(
     "raw",
     "proto_raw",
@@ -725,7 +800,8 @@ RETURNING j.id, j.claimed_by::uuid, NULL::text, NULL::text, j.attempts, NULL::in
 )
 
 DESIGNS = {
-    d.name: d for d in (TODAY, SLIM, NARROW, CURRENT, CURRENT_ROW, CURRENT_STATEMENT, ONCE, RAW)
+    d.name: d
+    for d in (TODAY, SLIM, NARROW, CURRENT, CURRENT_ROW, CURRENT_STATEMENT, SYNCED, ONCE, RAW)
 }
 
 
