@@ -27,7 +27,7 @@ from django.urls import reverse
 from django_pgsched import api, enqueue, events
 from django_pgsched.admin.common import BoundedCountPaginator
 from django_pgsched.admin.runs import JobRunAdmin
-from django_pgsched.admin.schedules import RECENT_RUNS_SQL
+from django_pgsched.admin.schedule_columns import RECENT_RUNS_SQL
 from django_pgsched.engine.executor import Executor
 from django_pgsched.models import Attempt, JobRun, Schedule, db_now
 from django_pgsched.timing import describe, timetable
