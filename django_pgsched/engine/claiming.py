@@ -191,6 +191,8 @@ def read_payloads(row: PassRow) -> tuple[dict[str, Any], dict[str, Any] | None, 
 
 
 def _json(value: Any) -> Any:
+    if value == "{}":  # most runs' kwargs: no decoder for them
+        return {}
     return json.loads(value) if isinstance(value, (str, bytes)) else value
 
 

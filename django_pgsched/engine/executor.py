@@ -217,8 +217,7 @@ class Executor:
                     exchange.recorded + held.recorded,
                     exchange.next_due_in,
                 )
-            for claim in exchange.claims:
-                self.slots.submit(claim)
+            self.slots.submit(exchange.claims)
             completed = exchange.recorded
             if self.inline and exchange.claims:
                 completed += self._exchange(conn, now, 0).recorded  # record what just ran

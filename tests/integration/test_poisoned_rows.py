@@ -158,15 +158,18 @@ def test_the_reaper_recovers_every_other_run_when_one_cannot_be_updated(db):
 def test_retention_deletes_runs_whatever_their_values(db, settings):
     drop_bounds()
     old = [enqueue("tests.noop", kwargs={"n": i}) for i in range(3)]
-    # the months the runs move to (an UPDATE does not make a missing month)
+    # the months the runs move to (an UPDATE does not make a missing month): the middle
+    # of one month about 400 days back, whatever today's date (a retention pass handles
+    # two months, and an empty month before theirs would take one of the two)
+    old_month = "date_trunc('month', now() - interval '400 days') + interval '14 days'"
     sql(
-        "SELECT pgsched_ensure_months(ARRAY[now() - interval '400 days',"
-        " now() - interval '401 days', '0001-06-01 00:00:00+00 BC']::timestamptz[])"
+        f"SELECT pgsched_ensure_months(ARRAY[{old_month},"
+        " '0001-06-01 00:00:00+00 BC']::timestamptz[])"
     )
     sql(
         "UPDATE pgsched_job_run SET status = 'succeeded',"
-        " finished_at = now() - interval '400 days',"
-        " scheduled_for = date_trunc('second', now()) - interval '400 days' - id * interval '1 s'"
+        f" finished_at = {old_month},"
+        f" scheduled_for = {old_month} - id * interval '1 s'"
     )
     sql(
         f"UPDATE pgsched_job_run SET kwargs = {DEEP}, timeout = interval '100000000 years',"

@@ -94,6 +94,9 @@ def _by_name(record: Callable[..., Any]) -> Any:
         return _checked[record]
 
     def factory(cur: Any) -> Callable[[Sequence[Any]], Any]:
+        made = _made.get(record)
+        if made is not None:  # checked already: no description to build at each execution
+            return made
         names = [column.name for column in cur.description or ()]
         expected = getattr(record, "_fields", None)
         if expected is not None:
@@ -104,6 +107,7 @@ def _by_name(record: Callable[..., Any]) -> Any:
                 )
             make: Callable[[Sequence[Any]], Any] = record._make  # type: ignore[attr-defined]
             _checked[record] = lambda cur: make
+            _made[record] = make
             return make
 
         def by_keyword(values: Sequence[Any]) -> Any:
@@ -115,6 +119,7 @@ def _by_name(record: Callable[..., Any]) -> Any:
 
 
 _checked: dict[Any, Any] = {}
+_made: dict[Any, Callable[[Sequence[Any]], Any]] = {}  # a NamedTuple record's, once checked
 
 
 def fetch(
