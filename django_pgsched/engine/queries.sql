@@ -398,7 +398,7 @@ next_due AS (
 ),
 facts AS (
     SELECT (SELECT array_agg(id ORDER BY id) FROM finished) AS recorded_ids,
-           (SELECT array_agg(status ORDER BY id) FROM finished) AS recorded_statuses,
+           (SELECT array_agg(status::text ORDER BY id) FROM finished) AS recorded_statuses,
            (SELECT at FROM next_due) AS next_due,
            clock.now AS db_now,
            -- the horizon for the next pass: pgsched_run_horizon_since(), read here rather
@@ -711,7 +711,7 @@ next_due AS (
 ),
 facts AS (
     SELECT (SELECT array_agg(id ORDER BY id) FROM finished) AS recorded_ids,
-           (SELECT array_agg(status ORDER BY id) FROM finished) AS recorded_statuses,
+           (SELECT array_agg(status::text ORDER BY id) FROM finished) AS recorded_statuses,
            (SELECT at FROM next_due) AS next_due,
            clock.now AS db_now,
            (SELECT CASE WHEN h.live_since >= '0001-01-01 00:00:00+00' THEN h.live_since END

@@ -32,6 +32,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from ..dropped_checks import drop_checks_sql
 from .harness import wait_until
 from .scenario import Scenario
 
@@ -212,9 +213,7 @@ def poisoned_rows(scenario: Scenario, window: float) -> dict[str, Any]:
             insert(scenario, poison, table)
     # 2. the bounds dropped (as for rows written before them; before the replicas start:
     # ALTER TABLE would hold their statements), healthy load, two replicas
-    for table, names in BOUNDS.items():
-        for name in names:
-            scenario.sql(f"ALTER TABLE {table} DROP CONSTRAINT {name}")
+    scenario.sql(drop_checks_sql(name for names in BOUNDS.values() for name in names))
     healthy = scenario.add_schedules(20, prefix="good", cron="* * * * * *")
     scenario.snapshot_baseline()
     replicas = [scenario.start("a", concurrency=8), scenario.start("b", concurrency=8)]

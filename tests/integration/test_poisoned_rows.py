@@ -19,6 +19,7 @@ from django_pgsched.engine.maintenance import Reaper, Retention
 from django_pgsched.engine.planner import Planner
 from django_pgsched.models import Attempt, JobRun, Schedule, ScheduleStatus
 from tests.conftest import at, seconds
+from tests.dropped_checks import drop_checks_sql
 from tests.testapp import jobs
 
 # this module's times are written for the seed's 5 s planner lookahead (tests/conftest.py)
@@ -35,16 +36,16 @@ def drop_bounds() -> None:
     """The bounds of migration 0015 dropped (this test's transaction only)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            """
-            ALTER TABLE pgsched_schedule
-                DROP CONSTRAINT IF EXISTS pgsched_schedule_times_range,
-                DROP CONSTRAINT IF EXISTS pgsched_schedule_durations_range,
-                DROP CONSTRAINT IF EXISTS pgsched_schedule_kwargs_readable;
-            ALTER TABLE pgsched_job_run
-                DROP CONSTRAINT IF EXISTS pgsched_run_times_range,
-                DROP CONSTRAINT IF EXISTS pgsched_run_timeout_range,
-                DROP CONSTRAINT IF EXISTS pgsched_run_json_readable;
-            """
+            drop_checks_sql(
+                [
+                    "pgsched_schedule_times_range",
+                    "pgsched_schedule_durations_range",
+                    "pgsched_schedule_kwargs_readable",
+                    "pgsched_run_times_range",
+                    "pgsched_run_timeout_range",
+                    "pgsched_run_json_readable",
+                ]
+            )
         )
 
 

@@ -30,10 +30,15 @@ GROUPS = [
 ]
 KNOWN = set().union(*GROUPS)
 
+# the tables' CHECKs and the domains' (migration 0033: a bound on one column, on VALUE)
 CONSTRAINTS = """
 SELECT c.conname, pg_get_constraintdef(c.oid)
   FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid
  WHERE c.contype = 'c' AND t.relname LIKE 'pgsched%%' AND NOT t.relispartition
+UNION ALL
+SELECT c.conname, pg_get_constraintdef(c.oid)
+  FROM pg_constraint c
+ WHERE c.contype = 'c' AND c.contypid::regtype::text LIKE 'pgsched%%'
 """
 PREDICATES = """
 SELECT i.relname, pg_get_expr(x.indpred, x.indrelid)
@@ -86,7 +91,8 @@ def intervals(definition: str) -> list[timedelta]:
 
 
 def integers(definition: str, column: str) -> list[int]:
-    return [int(n) for n in re.findall(rf"\b{column} <= \(?'?(-?\d+)", definition)]
+    # a table's CHECK names the column; a domain's (migration 0033) says VALUE
+    return [int(n) for n in re.findall(rf"\b(?:{column}|VALUE) <= \(?'?(-?\d+)", definition)]
 
 
 def test_every_bound_the_schema_spells_is_its_limit(db):
