@@ -88,14 +88,13 @@ def _by_name(record: Callable[..., Any]) -> Any:
     """A psycopg row factory: each row becomes ``record(**{column: value})``.
 
     For a ``NamedTuple`` record the columns are checked against its fields once
-    (names and order); its rows are then built positionally, which is the same.
+    (names and order); its rows are then built positionally, which is the same, and
+    no later execution builds the cursor's description again.
     """
-    if getattr(record, "_fields", None) is not None and record in _checked:
-        return _checked[record]
 
     def factory(cur: Any) -> Callable[[Sequence[Any]], Any]:
         made = _made.get(record)
-        if made is not None:  # checked already: no description to build at each execution
+        if made is not None:  # checked already
             return made
         names = [column.name for column in cur.description or ()]
         expected = getattr(record, "_fields", None)
@@ -106,7 +105,6 @@ def _by_name(record: Callable[..., Any]) -> Any:
                     f"the record expects {list(expected)}"
                 )
             make: Callable[[Sequence[Any]], Any] = record._make  # type: ignore[attr-defined]
-            _checked[record] = lambda cur: make
             _made[record] = make
             return make
 
@@ -118,7 +116,6 @@ def _by_name(record: Callable[..., Any]) -> Any:
     return factory
 
 
-_checked: dict[Any, Any] = {}
 _made: dict[Any, Callable[[Sequence[Any]], Any]] = {}  # a NamedTuple record's, once checked
 
 
