@@ -6,6 +6,7 @@ records, which is what the gathering of outcomes changes::
 
     python -m bench.passes --concurrency 8 --gather-ms 2    # as shipped
     python -m bench.passes --concurrency 8 --gather-ms 0    # without gathering
+    python -m bench.passes --guarded-share 0.1   # 10 % with an overlap policy and a deadline
 
 It also says where a pass's CPU goes: the replica's (its executor thread and
 the slot threads) and the executor's database backend's (``/proc``), per
@@ -46,6 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--perf", default=None, help="sample the backend with perf record into this file"
     )
+    parser.add_argument(
+        "--guarded-share",
+        type=float,
+        default=0.0,
+        help="this share of the runs has an overlap policy (skip) and a start deadline",
+    )
     args = parser.parse_args(argv)
 
     from .cluster import migrated_database, private_cluster
@@ -62,6 +69,13 @@ def main(argv: list[str] | None = None) -> int:
             for statement in args.sql:
                 conn.execute(statement)
             fixtures.add_pending_runs(conn, args.runs, job="bench.noop")
+            if args.guarded_share:  # spread evenly through the claim's order
+                every = max(1, round(1 / args.guarded_share))
+                conn.execute(
+                    "UPDATE pgsched_job_run SET overlap = 'skip',"
+                    " start_by = now() + interval '1 day' WHERE id %% %s = 0",
+                    [every],
+                )
             conn.execute("VACUUM ANALYZE pgsched_job_run")
 
         executor = executor_module.Executor(concurrency=args.concurrency, worker_id="passes")

@@ -40,8 +40,6 @@ class RunContext:
     detail: dict[str, Any] = field(default_factory=dict)
     # set by the executor: re-assert the lease (a fenced renewal), raise LeaseLost if gone
     _lease_check: Callable[[float], None] | None = field(default=None, repr=False)
-    # set by the executor for pgsched.http: the destination's circuit breaker as claimed
-    _breaker: dict[str, Any] | None = field(default=None, repr=False)
     _cancel_hooks: list[Callable[[str], None]] = field(default_factory=list, repr=False)
     # a flag, not a threading.Event: nothing waits on it, and building an Event (a
     # Condition and a lock) per claim was about 5 % of the executor's samples under

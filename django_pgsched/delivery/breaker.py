@@ -38,7 +38,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connections
@@ -242,16 +242,9 @@ def admit(
 ) -> Admission:
     """Ask the breaker whether this attempt may go (one read; a write only to start a probe).
 
-    A ``pgsched.http`` attempt whose claim found its destination's breaker closed
-    (or no breaker: a healthy destination) is admitted without asking again:
-    the claim read it a moment ago, in the statement that claimed the run.
+    The delivery's own step: the claim that started the run never reads the
+    breaker, so runs of other jobs pay nothing for it.
     """
-    hint = context._breaker if destination is None and url is not None else None
-    if hint is not None and (hint.get("state") or "closed") == "closed":
-        return Admission(
-            datetime.now(UTC), hint.get("destination") or "", "closed", False,
-            int(hint.get("failures") or 0),
-        )  # fmt: skip
     params = _params(context, destination=destination, url=url, probe_window=probe_window)
     with _cursor() as cursor:
         cursor.execute(ADMIT_SQL, params)

@@ -10,12 +10,15 @@ again if the slots were not all filled.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from threading import Event
 from typing import Any
 
+from ..bounds import JSON_MAX_DEPTH
 from ..conf import Settings
 from ..context import RunContext
 from .backoff import Backoff
@@ -138,7 +141,6 @@ def new_claim(
         idempotency_key=row.idempotency_key,
         worker=worker,
         tenant=row.tenant,
-        _breaker=json.loads(row.breaker) if isinstance(row.breaker, str) else row.breaker,
         _shutdown=shutdown,
         _clock=clock,
     )
@@ -167,8 +169,9 @@ def read_payloads(row: PassRow) -> tuple[dict[str, Any], dict[str, Any] | None, 
     """A claimed row's kwargs and task call, decoded, and why it cannot run ('' if it can).
 
     Each row on its own: a payload Python cannot decode (nested deeper than its
-    recursion limit, an integer of more than 4,300 digits) or a time or timeout
-    out of range (``defect``, named by the claim) fails this run only.
+    recursion limit, an integer of more than 4,300 digits) or outside its bounds
+    (:func:`payload_beyond_bounds`), or a time or timeout out of range
+    (``defect``, named by the claim) fails this run only.
     """
     problems = [f"out of range: {row.defect}"] if row.defect else []
     kwargs: dict[str, Any] = {}
@@ -178,6 +181,8 @@ def read_payloads(row: PassRow) -> tuple[dict[str, Any], dict[str, Any] | None, 
         if not isinstance(decoded, dict):
             raise ValueError(f"expected a JSON object, got {type(decoded).__name__}")
         kwargs = decoded
+        if payload_beyond_bounds(row.kwargs, decoded):
+            problems.append(f"out of range: {_BEYOND.format(field='kwargs')}")
     except Exception as exc:  # RecursionError, ValueError (digits), TypeError
         problems.append(f"kwargs cannot be decoded: {exc}")
     try:
@@ -185,9 +190,54 @@ def read_payloads(row: PassRow) -> tuple[dict[str, Any], dict[str, Any] | None, 
         if call is not None and not isinstance(call, dict):
             raise ValueError(f"expected a JSON object, got {type(call).__name__}")
         task_call = call
+        if payload_beyond_bounds(row.task_call, call):
+            problems.append(f"out of range: {_BEYOND.format(field='task_call')}")
     except Exception as exc:
         problems.append(f"task_call cannot be decoded: {exc}")
     return kwargs, task_call, "; ".join(problems)
+
+
+_BEYOND = "{field} nested deeper than 100 levels or holding a number of 4,300 digits or more"
+
+
+def payload_beyond_bounds(text: Any, decoded: Any) -> bool:
+    """Whether a claimed payload is outside the bounds its column's domain checks on write.
+
+    The domain's constraint (``pgsched_run_json_readable``: nested at most
+    :data:`~django_pgsched.bounds.JSON_MAX_DEPTH` levels, every number under
+    10^4300 in magnitude) holds for every run written with it in place; this
+    catches a row written while it was dropped. Checked here, on the claimed
+    run alone, rather than by the claim statement for every run: a text shorter
+    than 200 characters can be neither (101 levels take 202 brackets; such a
+    number, 4,301 digits), which is nearly every payload.
+    """
+    if not isinstance(text, str) or len(text) < 2 * JSON_MAX_DEPTH:
+        return False
+    stack: list[tuple[Any, int]] = [(decoded, 0)]
+    infinite = False
+    while stack:  # iterative: a deep payload never recurses
+        item, level = stack.pop()
+        if level >= JSON_MAX_DEPTH:  # an item 100 levels down (the root is level 0)
+            return True
+        if isinstance(item, dict):
+            stack.extend((value, level + 1) for value in item.values())
+        elif isinstance(item, list):
+            stack.extend((value, level + 1) for value in item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            infinite = True  # beyond a float: is it beyond the bound too?
+    if not infinite:
+        return False  # an integer of 4,301 digits or more is refused by the decoder itself
+    limit = Decimal(10) ** 4300
+    stack = [(json.loads(text, parse_float=Decimal), 0)]
+    while stack:
+        item, _ = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((value, 0) for value in item.values())
+        elif isinstance(item, list):
+            stack.extend((value, 0) for value in item)
+        elif isinstance(item, Decimal) and abs(item) >= limit:
+            return True
+    return False
 
 
 def _json(value: Any) -> Any:

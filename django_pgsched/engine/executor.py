@@ -85,6 +85,13 @@ FAIR_TENANTS = 64
 # during the burst waits at most about FAIR_INTERVAL for the next fair pass.
 FAIR_STEP = 0.025
 FAIR_INTERVAL = 0.25
+# The guarded claim (runs with an overlap policy or a start deadline: executor_guarded_pick)
+# runs in every pass that left a due run unclaimed (such passes are paced by NextDue),
+# and, while the passes fill every idle slot, before the usual claim: at every such
+# pass while it finds runs, and once it finds none, after an interval that doubles
+# from GUARDED_STEP up to GUARDED_INTERVAL (seconds).
+GUARDED_STEP = 0.05
+GUARDED_INTERVAL = 1.0
 
 
 @dataclass(frozen=True)
@@ -169,6 +176,12 @@ class Executor:
         self._fair_next = 0.0  # monotonic: no fair claim before (FAIR_INTERVAL)
         self._fair_wait = 0.0  # the interval after the last fair claim
         self._held_checked_at = -HELD_RECHECK
+        self._due_unclaimed = False  # the last pass left a due run unclaimed
+        self._guarded_next = 0.0  # monotonic: no guarded claim before (GUARDED_INTERVAL)
+        self._guarded_wait = 0.0  # the interval after the last guarded claim
+        # where the usual claim's last full pass ended in the claim's order (-priority,
+        # fire_after, id): the guarded claim of a contended pass goes no further
+        self._passed: tuple[int, datetime, int] | None = None
 
     # -- public --------------------------------------------------------------------
 
@@ -201,15 +214,34 @@ class Executor:
                 and self._tenanted(conn)
             ):
                 fair = self._exchange_fair(conn, now, limit)
-            exchange = self._exchange(conn, now, limit - len(fair.claims))
+            guarded = Exchange([], 0, None)
+            if (
+                limit > len(fair.claims)
+                and self._contended
+                and self._passed is not None
+                and self._guarded_wanted()
+            ):  # every slot taken at each pass: the guarded runs the claim passed over
+                guarded = self._exchange_guarded(
+                    conn, now, limit - len(fair.claims), up_to=self._passed
+                )
+            exchange = self._exchange(conn, now, limit - len(fair.claims) - len(guarded.claims))
             exchange = Exchange(
-                fair.claims + exchange.claims,
-                fair.recorded + exchange.recorded,
+                fair.claims + guarded.claims + exchange.claims,
+                fair.recorded + guarded.recorded + exchange.recorded,
                 exchange.next_due_in,
             )
             if limit:  # demand beyond supply: the next pass shares its claim by weight
                 self._contended = len(exchange.claims) >= limit
             left = limit - len(exchange.claims)
+            if left > 0 and self._due_unclaimed and self.broker is None:
+                # a due run the claim left: perhaps one with an overlap policy or a deadline
+                more = self._exchange_guarded(conn, now, left)
+                exchange = Exchange(
+                    exchange.claims + more.claims,
+                    exchange.recorded + more.recorded,
+                    exchange.next_due_in,
+                )
+                left -= len(more.claims)
             if left > 0 and self._held_tenants(conn):
                 held = self._exchange_held(conn, now, left)
                 exchange = Exchange(
@@ -324,11 +356,13 @@ class Executor:
         limit: int,
         held: list[int] | None = None,
         fair: list[int] | None = None,
+        guarded: list[int] | None = None,
     ) -> Exchange:
         """Record finished outcomes and claim up to ``limit`` runs, in one statement.
 
         ``held``: claim these runs of held tenants by id (:meth:`_exchange_held`);
-        ``fair``: these runs, by id (:meth:`_exchange_fair`).
+        ``fair``: these runs, by id (:meth:`_exchange_fair`); ``guarded``: these
+        runs with an overlap policy or a start deadline (:meth:`_exchange_guarded`).
         """
         self._claim_again = False
         outcomes = self.slots.take_outcomes(self._unwritten)
@@ -338,7 +372,7 @@ class Executor:
         if not outcomes and limit == 0:
             self._unwritten = []
             return Exchange([], 0, None)
-        named = held if held is not None else fair
+        named = next((ids for ids in (held, fair, guarded) if ids is not None), None)
         by_id = named if named is not None else self._pull(limit, waiting=bool(outcomes))
         if by_id is not None:  # claim these runs by id (PGSCHED["CLAIMS"]: the broker's)
             limit = len(by_id)
@@ -409,6 +443,11 @@ class Executor:
             self._claimed_by_id(claims)
         elif limit:
             self.claim_cursor.move(floor, result.claimed, full=len(claims) == limit)
+            self._passed = (
+                max((-row.priority, row.fire_after, row.id or 0) for row in result.claimed)
+                if len(result.claimed) == limit
+                else None
+            )
             if self.broker is not None:
                 self.broker.swept(claims)
         unreadable = [claim for claim in claims if claim.unreadable]
@@ -430,6 +469,9 @@ class Executor:
             next_due = self._next_due.note(result.next_due, result.db_now)
             if result.next_due is not None and result.next_due <= result.db_now:
                 self._guard_wanted = True  # due, yet not claimed: perhaps never will be
+                self._due_unclaimed = True
+        elif by_id is None:
+            self._due_unclaimed = False
         return Exchange(claims, len(result.recorded) + len(deferred), next_due)
 
     def _fail_unreadable(
@@ -553,6 +595,61 @@ class Executor:
         if not picked:
             return Exchange([], 0, None)
         return self._exchange(conn, now, len(picked), fair=[row.id for row in picked])
+
+    def _guarded_wanted(self) -> bool:
+        return (
+            self.broker is None
+            and not self.stopping.is_set()
+            and (self.clock() >= self._guarded_next)
+        )
+
+    def _exchange_guarded(
+        self,
+        conn: BaseDatabaseWrapper,
+        now: datetime | None,
+        limit: int,
+        up_to: tuple[int, datetime, int] | None = None,
+    ) -> Exchange:
+        """Claim up to ``limit`` runs with an overlap policy or a start deadline.
+
+        Their rules are this step's, not the usual claim's (``executor_pass``
+        leaves such runs out): ``executor_guarded_pick`` names the ones that may
+        start now, and ``executor_pass_by_id`` claims them, checking the rules
+        again under each run's lock. Without a broker only (the broker's claim
+        by id checks the same rules for every run it names). ``up_to``: only runs
+        at or before this place in the claim's order (a contended pass: the ones
+        the usual claim passed over). A pick that does not fill ``limit`` backs
+        off, so that under a backlog such runs are claimed a batch at a time.
+        """
+        self._due_unclaimed = False
+        if not all_jobs():
+            return Exchange([], 0, None)
+        picked = db.fetch(
+            conn,
+            queries.EXECUTOR_GUARDED_PICK,
+            {
+                "now": now,
+                "live_since": self._live_since,
+                "jobs": sorted(all_jobs()),
+                "queues": self.queues,
+                "default_held": default_max_running(self.settings) is not None,
+                "limit": limit,
+                "ceil_rank": up_to[0] if up_to else None,
+                "ceil_at": up_to[1] if up_to else None,
+                "ceil_id": up_to[2] if up_to else None,
+            },
+        )
+        ids = [row.id for row in picked if row.id is not None]
+        if up_to is None:  # after a pass that left a due run: is one held back?
+            self._guard_wanted = picked[0].waiting > len(ids)
+        if len(ids) >= limit:
+            self._guarded_wait = 0.0
+        else:
+            self._guarded_wait = min(GUARDED_INTERVAL, max(GUARDED_STEP, 2 * self._guarded_wait))
+        self._guarded_next = self.clock() + self._guarded_wait
+        if not ids:
+            return Exchange([], 0, None)
+        return self._exchange(conn, now, len(ids), guarded=ids)
 
     def _exchange_held(
         self, conn: BaseDatabaseWrapper, now: datetime | None, limit: int

@@ -75,6 +75,8 @@ ENSURE_MONTHS = Statement("ensure_months", rows.EnsuredMonths)
 EXECUTOR_PASS = Statement("executor_pass", rows.PassRow)
 # executor_pass claiming the ids a claim source named (a claim transport: engine/ports.py)
 EXECUTOR_PASS_BY_ID = Statement("executor_pass_by_id", rows.PassRow)
+# the runs with an overlap policy or a start deadline, then EXECUTOR_PASS_BY_ID
+EXECUTOR_GUARDED_PICK = Statement("executor_guarded_pick", rows.GuardedRun)
 # a held tenant's (max_running) claim: its lock, then its picks, then EXECUTOR_PASS_BY_ID
 HELD_TENANTS_EXIST = Statement("held_tenants_exist", rows.HeldTenantsExist)
 EXECUTOR_HELD_LOCK = Statement("executor_held_lock", rows.HeldTenant)
@@ -107,6 +109,7 @@ STATEMENTS: tuple[Statement[Any] | Command, ...] = (
     ENSURE_MONTHS,
     EXECUTOR_PASS,
     EXECUTOR_PASS_BY_ID,
+    EXECUTOR_GUARDED_PICK,
     HELD_TENANTS_EXIST,
     EXECUTOR_HELD_LOCK,
     EXECUTOR_HELD_PICK,

@@ -205,7 +205,9 @@ UPDATE pgsched_schedule s
 --    lease token each, the attempt counted at the claim. Which runs are
 --    claimable is decided in the "claimable" CTE and nowhere else (status, due,
 --    attempts left, a job registered in this replica, its queues, the claim
---    cursor);
+--    cursor). A run that uses a capability with rules of its own (an overlap
+--    policy, a start deadline) is not claimed here but by executor_guarded_pick
+--    and executor_pass_by_id, so the common run pays nothing for those rules;
 -- 3. when the slots were not all filled, say when the next claimable run falls due.
 -- Recording and claiming commit together, so a slot's outcome is recorded by
 -- the commit that claims its successor (never more live leases than slots).
@@ -284,23 +286,10 @@ claimable AS MATERIALIZED (
        AND (r.tenant = '' OR NOT %(default_held)s::boolean
             OR EXISTS (SELECT FROM pgsched_tenant t WHERE t.key = r.tenant))
        AND (%(queues)b::text[] IS NULL OR r.queue = ANY(%(queues)b::text[]))
-       -- a start deadline: never started after it (the guard marks the run missed)
-       AND (r.start_by IS NULL OR r.start_by >= (SELECT now FROM clock) OR r.status = 'retrying')
-       -- an overlap policy (skip, buffer_one): the runs of a schedule start one at
-       -- a time, in the order they were created (pgsched_run_exclusive_idx; see
-       -- guard_decide); skip also never starts a run that an earlier started one
-       -- overlapped when it fell due (a backfilled run waits its turn instead)
-       AND (r.overlap IS NULL
-            OR (NOT EXISTS (SELECT FROM pgsched_job_run e
-                             WHERE e.schedule_id = r.schedule_id AND e.overlap IS NOT NULL
-                               AND e.finished_at IS NULL AND e.id < r.id
-                               AND e.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity'))
-                AND (r.overlap <> 'skip' OR r.is_backfill
-                     OR NOT EXISTS (SELECT FROM pgsched_job_run e
-                                     WHERE e.schedule_id = r.schedule_id
-                                       AND e.overlap IS NOT NULL
-                                       AND e.finished_at > r.fire_after
-                                       AND e.started_at IS NOT NULL AND e.id < r.id))))
+       -- a run with an overlap policy or a start deadline is never claimed here: its
+       -- capability's own step decides when it may start (executor_guarded_pick, then
+       -- executor_pass_by_id); the claim reads two columns, no subquery
+       AND r.overlap IS NULL AND r.start_by IS NULL
        -- the claim cursor: start after the runs this replica claimed last time
        -- (NULL: from the start); see claiming.ClaimCursor
        AND (r.priority * -1, r.fire_after, r.id)
@@ -328,10 +317,11 @@ claimed AS (
      WHERE r.id = c.id
        AND r.scheduled_for = c.scheduled_for
        AND r.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity')
-    -- Every claimed row can be read: the payloads as text (each is decoded on its own
-    -- in Python; one that cannot be is failed, not the pass), and a time or timeout
-    -- Python cannot hold is named in "defect" and replaced by one it can (the run is
-    -- then failed with that error, fenced on its token).
+    -- Every claimed row can be read: the payloads as text (each is decoded and checked
+    -- against its bounds on its own in Python, claiming.read_payloads; one that cannot
+    -- be is failed, not the pass), and a time or timeout Python cannot hold is named in
+    -- "defect" and replaced by one it can (the run is then failed with that error,
+    -- fenced on its token).
     RETURNING r.id, r.claimed_by, r.attempts, r.max_attempts,
               least(greatest(r.timeout, interval '1 second'), interval '7 days') AS timeout,
               r.job, r.queue, r.kwargs::text AS kwargs, r.schedule_name,
@@ -342,15 +332,6 @@ claimed AS (
                    ELSE clock.now END AS fire_after,
               r.started_at, r.claim_expires_at, r.task_call::text AS task_call, r.priority,
               r.tenant,
-              -- pgsched.http: its destination's circuit breaker as claimed (NULL state: no
-              -- row, a healthy destination), so that the job needs no round trip to
-              -- admit an attempt while the breaker is closed (delivery/breaker.py)
-              CASE WHEN r.job = 'pgsched.http' THEN (
-                  SELECT jsonb_build_object('destination', d.key, 'state', b.state,
-                                            'failures', b.failures)
-                    FROM (SELECT pgsched_http_destination(r.kwargs ->> 'url') AS key) d
-                    LEFT JOIN pgsched_breaker b ON b.tenant = r.tenant AND b.destination = d.key
-              ) END AS breaker,
               concat_ws('; ',
                   CASE WHEN NOT pgsched_time_ok(r.scheduled_for)
                        THEN 'scheduled_for ' || r.scheduled_for END,
@@ -358,13 +339,7 @@ claimed AS (
                        THEN 'fire_after ' || r.fire_after END,
                   CASE WHEN NOT pgsched_interval_ok(r.timeout, interval '1 second',
                                                     interval '7 days')
-                       THEN 'timeout ' || r.timeout END,
-                  CASE WHEN NOT pgsched_json_ok(r.kwargs)
-                       THEN 'kwargs nested deeper than 100 levels or holding a number of '
-                            || '4,300 digits or more' END,
-                  CASE WHEN NOT pgsched_json_ok(r.task_call)
-                       THEN 'task_call nested deeper than 100 levels or holding a number of '
-                            || '4,300 digits or more' END) AS defect
+                       THEN 'timeout ' || r.timeout END) AS defect
 ),
 next_due AS (
     -- only when the slots were not all filled: when to look again
@@ -410,7 +385,7 @@ facts AS (
 )
 SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue, c.kwargs,
        c.schedule_name, c.scheduled_for, c.idempotency_key, c.fire_after, c.started_at,
-       c.claim_expires_at, c.task_call, c.priority, c.tenant, c.breaker, c.defect,
+       c.claim_expires_at, c.task_call, c.priority, c.tenant, c.defect,
        f.recorded_ids, f.recorded_statuses, f.next_due, f.db_now, f.live_since,
        -- whether a tenant has a max_running (held_tenants_exist, read here: the pass's
        -- implicit transaction, not one more of its own)
@@ -547,8 +522,9 @@ SELECT ARRAY(SELECT id FROM missed) AS missed, ARRAY(SELECT id FROM dropped) AS 
 -- (PGSCHED["CLAIMS"], django_pgsched/broker/consumer.py) instead of reading the claim
 -- index. Written out, not derived: every other part is executor_pass's, word for
 -- word (tests/unit/test_claims_transport.py compares them): the fenced recording, the
--- claimable CTE's predicates (status, due, attempts left, jobs, queues, no live lease,
--- the overlap and deadline guards), the lease. It differs in five places: the
+-- claimable CTE's predicates (status, due, attempts left, jobs, queues, no live lease),
+-- the lease. It differs in six places: the overlap and deadline rules are checked
+-- (executor_pass leaves such runs to executor_guarded_pick, whose ids come here); the
 -- claimable runs come from the ids, looked up by primary key (their status read as
 -- text, so that no partial index can serve instead); no claim cursor and no
 -- order (a generic plan that kept the ORDER BY read the claim index and filtered the
@@ -661,12 +637,6 @@ claimed AS (
                    ELSE clock.now END AS fire_after,
               r.started_at, r.claim_expires_at, r.task_call::text AS task_call, r.priority,
               r.tenant,
-              CASE WHEN r.job = 'pgsched.http' THEN (
-                  SELECT jsonb_build_object('destination', d.key, 'state', b.state,
-                                            'failures', b.failures)
-                    FROM (SELECT pgsched_http_destination(r.kwargs ->> 'url') AS key) d
-                    LEFT JOIN pgsched_breaker b ON b.tenant = r.tenant AND b.destination = d.key
-              ) END AS breaker,
               concat_ws('; ',
                   CASE WHEN NOT pgsched_time_ok(r.scheduled_for)
                        THEN 'scheduled_for ' || r.scheduled_for END,
@@ -674,13 +644,7 @@ claimed AS (
                        THEN 'fire_after ' || r.fire_after END,
                   CASE WHEN NOT pgsched_interval_ok(r.timeout, interval '1 second',
                                                     interval '7 days')
-                       THEN 'timeout ' || r.timeout END,
-                  CASE WHEN NOT pgsched_json_ok(r.kwargs)
-                       THEN 'kwargs nested deeper than 100 levels or holding a number of '
-                            || '4,300 digits or more' END,
-                  CASE WHEN NOT pgsched_json_ok(r.task_call)
-                       THEN 'task_call nested deeper than 100 levels or holding a number of '
-                            || '4,300 digits or more' END) AS defect
+                       THEN 'timeout ' || r.timeout END) AS defect
 ),
 next_due AS (
     SELECT (SELECT greatest(q.fire_after, '0001-01-01 00:00:00+00'::timestamptz)
@@ -720,7 +684,7 @@ facts AS (
 )
 SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue, c.kwargs,
        c.schedule_name, c.scheduled_for, c.idempotency_key, c.fire_after, c.started_at,
-       c.claim_expires_at, c.task_call, c.priority, c.tenant, c.breaker, c.defect,
+       c.claim_expires_at, c.task_call, c.priority, c.tenant, c.defect,
        f.recorded_ids, f.recorded_statuses, f.next_due, f.db_now, f.live_since,
        EXISTS (SELECT FROM pgsched_tenant
                 WHERE max_running IS NOT NULL AND NOT paused) AS held_tenants
@@ -728,6 +692,80 @@ SELECT c.id, c.claimed_by, c.attempts, c.max_attempts, c.timeout, c.job, c.queue
   LEFT JOIN (SELECT claimed.*, row_number() OVER () AS n FROM claimed) c ON true
   LEFT JOIN facts f ON c.n IS NULL OR c.n = 1  -- on the first row only, as executor_pass
  ORDER BY c.n
+
+
+-- name: executor_guarded_pick
+-- The runs executor_pass leaves out: those with an overlap policy or a start deadline,
+-- due and claimable under their rules now, in the claim's order, at most %(limit)s
+-- (pgsched_run_guarded_idx holds only such runs: usually none). executor_pass_by_id
+-- then claims them, checking every rule again under the row lock (SKIP LOCKED: a run
+-- another replica picked at the same time is claimed by one of them). Rows: one per
+-- picked run, or a single row with a NULL id when none was; each also says how many
+-- such runs are due and pending, picked or not (at most %(limit)s + 1): more than were
+-- picked, and some are held back, which the guard may have to end (engine/guard.py).
+-- %(ceil_rank)s, %(ceil_at)s, %(ceil_id)s (NULL: no bound): only runs at or before
+-- this place in the claim's order, where the usual claim's last full pass ended. While
+-- every pass fills every slot, the guarded runs it passed over are claimed, and none
+-- ahead of the runs it will claim next: the claim's order holds across both claims.
+-- - a start deadline: never started after it (the guard marks the run missed);
+-- - an overlap policy (skip, buffer_one): the runs of a schedule start one at a time,
+--   in the order they were created (pgsched_run_exclusive_idx; see guard_decide);
+--   skip also never starts a run that an earlier started one overlapped when it fell
+--   due (a backfilled run waits its turn instead).
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+),
+picked AS (
+SELECT r.id, r.priority * -1 AS rank, r.fire_after
+  FROM pgsched_job_run r
+ WHERE r.status IN ('pending', 'retrying')
+   AND (r.overlap IS NOT NULL OR r.start_by IS NOT NULL)
+   AND r.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity')
+   AND r.fire_after <= (SELECT now FROM clock)
+   AND (r.claim_expires_at IS NULL OR r.claim_expires_at < (SELECT now FROM clock))
+   AND r.attempts < r.max_attempts
+   AND r.job = ANY(%(jobs)b::text[])
+   AND (%(queues)b::text[] IS NULL OR r.queue = ANY(%(queues)b::text[]))
+   -- a paused or held tenant's runs are the held claim's (executor_held_pick)
+   AND (r.tenant = '' OR NOT EXISTS (SELECT FROM pgsched_tenant t
+                                      WHERE t.key = r.tenant
+                                        AND (t.paused OR t.max_running IS NOT NULL)))
+   AND (r.tenant = '' OR NOT %(default_held)s::boolean
+        OR EXISTS (SELECT FROM pgsched_tenant t WHERE t.key = r.tenant))
+   AND (r.priority * -1, r.fire_after, r.id)
+       <= (coalesce(%(ceil_rank)s::integer, 32767),
+           coalesce(%(ceil_at)s::timestamptz, 'infinity'),
+           coalesce(%(ceil_id)s::bigint, 9223372036854775807))
+   AND (r.start_by IS NULL OR r.start_by >= (SELECT now FROM clock) OR r.status = 'retrying')
+   AND (r.overlap IS NULL
+        OR (NOT EXISTS (SELECT FROM pgsched_job_run e
+                         WHERE e.schedule_id = r.schedule_id AND e.overlap IS NOT NULL
+                           AND e.finished_at IS NULL AND e.id < r.id
+                           AND e.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity'))
+            AND (r.overlap <> 'skip' OR r.is_backfill
+                 OR NOT EXISTS (SELECT FROM pgsched_job_run e
+                                 WHERE e.schedule_id = r.schedule_id
+                                   AND e.overlap IS NOT NULL
+                                   AND e.finished_at > r.fire_after
+                                   AND e.started_at IS NOT NULL AND e.id < r.id))))
+ ORDER BY r.priority * -1, r.fire_after, r.id
+ LIMIT %(limit)s
+),
+due AS (
+    SELECT count(*) AS waiting
+      FROM (SELECT
+              FROM pgsched_job_run r
+             WHERE r.status = 'pending'
+               AND (r.overlap IS NOT NULL OR r.start_by IS NOT NULL)
+               AND r.fire_after <= (SELECT now FROM clock)
+               AND r.job = ANY(%(jobs)b::text[])
+               AND (%(queues)b::text[] IS NULL OR r.queue = ANY(%(queues)b::text[]))
+             LIMIT %(limit)s + 1) x
+)
+SELECT p.id, d.waiting
+  FROM due d
+  LEFT JOIN picked p ON true
+ ORDER BY p.rank, p.fire_after, p.id;
 
 
 -- name: held_tenants_exist

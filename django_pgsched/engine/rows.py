@@ -88,7 +88,6 @@ class PassRow(NamedTuple):
     task_call: Any  # a django.tasks call (JSON object, as text) or None
     priority: int
     tenant: str
-    breaker: Any  # pgsched.http: {"destination", "state", "failures"} at the claim, else None
     defect: str | None  # values out of range, named: the run is failed, not run
     recorded_ids: list[int] | None
     recorded_statuses: list[str] | None
@@ -198,6 +197,17 @@ class HeldRun(NamedTuple):
     """``executor_held_pick``: a run of a held tenant that has a slot for it."""
 
     id: int
+
+
+class GuardedRun(NamedTuple):
+    """``executor_guarded_pick``: a run with an overlap policy or a start deadline, startable.
+
+    ``id`` None: none was picked. ``waiting``: how many such runs are due and
+    pending, picked or not (at most the pick's limit + 1).
+    """
+
+    id: int | None
+    waiting: int
 
 
 class TenantedRunsExist(NamedTuple):

@@ -253,11 +253,15 @@ class JobRun(models.Model):
                 condition=models.Q(overlap__isnull=False),
                 name="pgsched_run_exclusive_idx",
             ),
-            # The guard's scan (engine/guard.py): pending runs that it may have to
-            # end, for an overlap policy or a start deadline; the others take none.
+            # The runs with an overlap policy or a start deadline, not yet started, in
+            # the claim's order: the guarded claim's (executor_guarded_pick, which stops
+            # after its limit) and the guard's scan (engine/guard.py, pending only); the
+            # others take none.
             models.Index(
-                fields=("fire_after",),
-                condition=models.Q(status="pending")
+                models.F("priority") * -1,
+                models.F("fire_after"),
+                models.F("id"),
+                condition=models.Q(status__in=CLAIMABLE_STATUSES)
                 & (models.Q(overlap__isnull=False) | models.Q(start_by__isnull=False)),
                 name="pgsched_run_guarded_idx",
             ),

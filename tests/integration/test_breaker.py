@@ -229,45 +229,22 @@ def test_an_operator_reset_closes_it(db, fast_breaker):
     assert held.fire_after <= datetime.now(UTC) + timedelta(seconds=2)
 
 
-def test_a_breaker_closed_at_the_claim_admits_without_a_query(db, fast_breaker):
+def test_the_claim_never_reads_a_breaker_and_the_admission_asks_once(db, fast_breaker):
+    """The breaker is the delivery's own step: no claim statement joins pgsched_breaker,
+    and each attempt's admission is one read (a write only to start a probe)."""
     from django.test.utils import CaptureQueriesContext
 
+    from django_pgsched.engine import queries as named
+
+    for statement in (named.EXECUTOR_PASS, named.EXECUTOR_PASS_BY_ID):
+        assert "pgsched_breaker" not in statement.sql and "pgsched.http" not in statement.sql
     run = run_row()
-    context = ctx(run.pk)
-    context._breaker = {"destination": DEST, "state": None, "failures": 0}  # as claimed
     with CaptureQueriesContext(connection) as queries:
-        admission = breaker.admit(context, url=URL)
-    assert admission.allowed and admission.destination == DEST and len(queries) == 0
+        admission = breaker.admit(ctx(run.pk), url=URL)
+    assert admission.allowed and admission.destination == DEST and len(queries) == 1
     for _ in range(3):
         breaker.record_failure(ctx(run.pk), "HTTP 500", url=URL)
-    context._breaker = {"destination": DEST, "state": "open", "failures": 3}
     with CaptureQueriesContext(connection) as queries:
-        admission = breaker.admit(context, url=URL)
-    assert not admission.allowed and len(queries) == 1  # not closed: asked again
-
-
-def test_the_claim_carries_the_destinations_breaker(db, fast_breaker, monkeypatch):
-    from django_pgsched import enqueue
-    from django_pgsched.engine.executor import Executor
-
-    seen = []
-
-    def admit(context, **kwargs):
-        hint = context._breaker
-        seen.append((context.tenant, hint["destination"], hint["state"], hint["failures"]))
-        raise breaker.Fail("stop here", retry=False)
-
-    monkeypatch.setattr(breaker, "admit", admit)
-    first = enqueue("pgsched.http", kwargs={"url": URL})
-    Executor(concurrency=1, inline=True).run_once()
-    for _ in range(2):
-        breaker.record_failure(ctx(first.pk), "HTTP 500", url=URL)
-    enqueue("pgsched.http", kwargs={"url": URL}, tenant="acme")
-    Executor(concurrency=1, inline=True).run_once()
-    enqueue("pgsched.http", kwargs={"url": URL}, idempotency_key="second")
-    Executor(concurrency=1, inline=True).run_once()
-    assert seen == [
-        ("", DEST, None, None),  # no breaker row: a healthy destination
-        ("acme", DEST, None, None),  # another tenant's breaker
-        ("", DEST, "closed", 2),
-    ]
+        admission = breaker.admit(ctx(run.pk), url=URL)
+    assert not admission.allowed and len(queries) == 1
+    assert breaker.admit(ctx(run.pk, tenant="acme"), url=URL).allowed  # another tenant's

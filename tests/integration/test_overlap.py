@@ -7,16 +7,16 @@ of its choosing); ``now`` is passed to every statement.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from django_pgsched import backfill, events
 from django_pgsched.conf import get_settings
-from django_pgsched.engine import queries, recording
+from django_pgsched.engine import db, queries, recording
 from django_pgsched.engine.claiming import claim_params
 from django_pgsched.engine.executor import Executor
 from django_pgsched.engine.guard import Guard
@@ -236,7 +236,12 @@ def _claim_sql(conn: psycopg.Connection[Any], now: datetime, worker: str) -> lis
             floor=None,
         ),
     }
-    rows = conn.execute(queries.get("executor_pass"), params).fetchall()
+    # a run with an overlap policy is the guarded claim's: picked, then claimed by id
+    unbounded = {"ceil_rank": None, "ceil_at": None, "ceil_id": None}
+    picked = conn.execute(queries.get("executor_guarded_pick"), {**params, **unbounded}).fetchall()
+    ids = [row[0] for row in picked if row[0] is not None]
+    params = {**params, "claim_ids": ids, "held": False, "limit": len(ids)}
+    rows = conn.execute(queries.get("executor_pass_by_id"), params).fetchall()
     return [row[0] for row in rows if row[0] is not None]
 
 
@@ -287,3 +292,69 @@ def test_run_due_records_what_will_never_start(make_schedule):
     assert len(result.attempts) == 1  # T+2 ran (inline, finished at T+3.5); T+3 it overlapped
     assert runs(s) == {"+0": "missed", "+1": "missed", "+2": "succeeded", "+4": "pending"}
     assert ledger(s) == [(0, 1, 2, "deadline"), (3, 3, 1, "overlap")]
+
+
+def test_the_usual_claim_leaves_guarded_runs_to_the_guarded_claim(make_schedule):
+    """executor_pass never claims a run with an overlap policy or a start deadline; the
+    same pass claims it by the guarded claim, and a plain run beside it as usual."""
+    guarded = make_schedule(name="guarded", overlap="skip", next_fire_at=T)
+    deadline = make_schedule(name="deadline", start_deadline=seconds(30), next_fire_at=T)
+    plain = make_schedule(name="plain", next_fire_at=T)
+    Planner().run_once(now=T - seconds(1))
+    params = {
+        "now": T,
+        "live_since": None,
+        **recording.NOTHING_TO_RECORD,
+        **claim_params(limit=8, jobs=["tests.noop"], queues=None, worker="x",
+                       settings=get_settings(), floor=None),
+    }  # fmt: skip
+    with transaction.atomic():
+        rows = db.fetch(connection, queries.EXECUTOR_PASS, params)
+        claimed = {row.id for row in rows if row.id is not None}
+        transaction.set_rollback(True)
+    assert claimed == {JobRun.objects.get(schedule=plain, scheduled_for=T).pk}
+    assert claim(executor(), 0) == 3
+    assert {s.name: runs(s)["+0"] for s in (guarded, deadline, plain)} == {
+        "guarded": "running", "deadline": "running", "plain": "running"
+    }  # fmt: skip
+
+
+def test_a_retrying_run_past_its_start_deadline_is_claimed_again(make_schedule):
+    """A deadline bounds the first start only; the guarded claim reads retrying runs too."""
+    s = make_schedule(start_deadline=seconds(2), next_fire_at=T, max_attempts=3)
+    Planner().run_once(now=T - seconds(1))
+    ex = executor()
+    assert claim(ex, 0) == 1
+    with connection.cursor() as cursor:  # failed; due again at T+10, past its deadline (T+2)
+        cursor.execute(
+            "UPDATE pgsched_job_run SET status = 'retrying', fire_after = %s, claimed_by = NULL,"
+            " claim_expires_at = NULL WHERE schedule_id = %s AND scheduled_for = %s",
+            [T + seconds(10), s.pk, T],
+        )
+    assert claim(ex, 10) >= 1
+    assert runs(s)["+0"] == "running"
+
+
+def test_under_a_backlog_a_guarded_run_never_starts_ahead_of_the_claims_order(db):
+    """While every pass fills every slot, the guarded claim takes only the runs the usual
+    claim has passed over: a deadline run due last starts after every run due before it."""
+    from django_pgsched import enqueue
+
+    now = datetime.now(UTC)
+    plain = [enqueue("tests.noop", run_at=now - timedelta(seconds=60 - i)) for i in range(8)]
+    late = enqueue("tests.noop", run_at=now - timedelta(seconds=1))
+    with connection.cursor() as cursor:  # a start deadline: the guarded claim's
+        cursor.execute(
+            "UPDATE pgsched_job_run SET start_by = %s WHERE id = %s",
+            [now + timedelta(hours=1), late.pk],
+        )
+    ex = Executor(concurrency=2, inline=True)
+    started: list[int] = []
+    for _ in range(6):
+        ex.run_once()
+        ex._guarded_next = 0.0  # no back-off: the guarded claim may run at every pass
+        started += [
+            r.pk for r in JobRun.objects.filter(status="succeeded").exclude(pk__in=started)
+            .order_by("started_at", "pk")
+        ]  # fmt: skip
+    assert started[-1] == late.pk and sorted(started[:-1]) == [r.pk for r in plain], started

@@ -67,10 +67,19 @@ def _code(sql: str) -> list[str]:
     return [line for line in lines if line.strip()]
 
 
-def test_the_claim_by_id_is_executor_pass_but_in_its_five_written_places():
-    """executor_pass_by_id is written out (engine/queries.sql); this keeps it in step."""
+def test_the_claim_by_id_is_executor_pass_but_in_its_six_written_places():
+    """executor_pass_by_id is written out (engine/queries.sql); this keeps it in step,
+    and its overlap and deadline rules in step with executor_guarded_pick's."""
     original = _code(queries.get("executor_pass"))
     by_id = _code(queries.get("executor_pass_by_id"))
+    pick = _code(queries.get("executor_guarded_pick"))
+    start = pick.index(
+        "   AND (r.start_by IS NULL OR r.start_by >= (SELECT now FROM clock)"
+        " OR r.status = 'retrying')"
+    )
+    end = pick.index(" ORDER BY r.priority * -1, r.fire_after, r.id")
+    rules = ["    " + line for line in pick[start:end]]  # the pick's rules, as by_id indents
+    assert any("NOT EXISTS" in line for line in rules)
     cursor = [
         "       AND (r.priority * -1, r.fire_after, r.id)",
         "           >= (coalesce(%(floor_rank)s::integer, -32768),",
@@ -95,6 +104,8 @@ def test_the_claim_by_id_is_executor_pass_but_in_its_five_written_places():
             and expected[-1] == "      JOIN pgsched_job_run r ON r.id = named.id"
         ):  # status as text: no partial index serves the lookup by id
             expected.append("     WHERE r.status::text || '' IN ('pending', 'retrying')")
+        elif line == "       AND r.overlap IS NULL AND r.start_by IS NULL":
+            expected += rules  # executor_pass leaves these runs to the guarded claim
         elif line == "     WHERE (SELECT count(*) FROM claimable) < %(limit)s":
             expected.append("     WHERE false")
         elif line == unrecorded:  # by id: also when the ids are the held claim's picks
