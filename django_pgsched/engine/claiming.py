@@ -183,7 +183,9 @@ def read_payloads(row: PassRow) -> tuple[dict[str, Any], dict[str, Any] | None, 
         kwargs = decoded
         if payload_beyond_bounds(row.kwargs, decoded):
             problems.append(f"out of range: {_BEYOND.format(field='kwargs')}")
-    except Exception as exc:  # RecursionError, ValueError (digits), TypeError
+    except RecursionError:  # nested past Python's decoder (about 1,000 levels before 3.12)
+        problems.append(f"out of range: {_BEYOND.format(field='kwargs')}")
+    except Exception as exc:  # ValueError (digits), TypeError
         problems.append(f"kwargs cannot be decoded: {exc}")
     try:
         call = _json(row.task_call)
@@ -192,6 +194,8 @@ def read_payloads(row: PassRow) -> tuple[dict[str, Any], dict[str, Any] | None, 
         task_call = call
         if payload_beyond_bounds(row.task_call, call):
             problems.append(f"out of range: {_BEYOND.format(field='task_call')}")
+    except RecursionError:
+        problems.append(f"out of range: {_BEYOND.format(field='task_call')}")
     except Exception as exc:
         problems.append(f"task_call cannot be decoded: {exc}")
     return kwargs, task_call, "; ".join(problems)
