@@ -232,13 +232,13 @@ def payload_beyond_bounds(text: Any, decoded: Any) -> bool:
     if not infinite:
         return False  # an integer of 4,301 digits or more is refused by the decoder itself
     limit = Decimal(10) ** 4300
-    stack = [(json.loads(text, parse_float=Decimal), 0)]
-    while stack:
-        item, _ = stack.pop()
+    items: list[Any] = [json.loads(text, parse_float=Decimal)]
+    while items:
+        item = items.pop()
         if isinstance(item, dict):
-            stack.extend((value, 0) for value in item.values())
+            items.extend(item.values())
         elif isinstance(item, list):
-            stack.extend((value, 0) for value in item)
+            items.extend(item)
         elif isinstance(item, Decimal) and abs(item) >= limit:
             return True
     return False

@@ -574,10 +574,7 @@ class Executor:
             conn,
             queries.EXECUTOR_FAIR_PICK,
             {
-                "now": now,
-                "live_since": self._live_since,
-                "jobs": sorted(all_jobs()),
-                "queues": self.queues,
+                **self._pick_params(now),
                 "limit": limit,
                 "after": self._fair_after,
                 "tenants": FAIR_TENANTS,
@@ -595,6 +592,15 @@ class Executor:
         if not picked:
             return Exchange([], 0, None)
         return self._exchange(conn, now, len(picked), fair=[row.id for row in picked])
+
+    def _pick_params(self, now: datetime | None) -> dict[str, Any]:
+        """What every pick of runs to claim by id reads (fair, guarded, held)."""
+        return {
+            "now": now,
+            "live_since": self._live_since,
+            "jobs": sorted(all_jobs()),
+            "queues": self.queues,
+        }
 
     def _guarded_wanted(self) -> bool:
         return (
@@ -628,10 +634,7 @@ class Executor:
             conn,
             queries.EXECUTOR_GUARDED_PICK,
             {
-                "now": now,
-                "live_since": self._live_since,
-                "jobs": sorted(all_jobs()),
-                "queues": self.queues,
+                **self._pick_params(now),
                 "default_held": default_max_running(self.settings) is not None,
                 "limit": limit,
                 "ceil_rank": up_to[0] if up_to else None,
@@ -665,10 +668,7 @@ class Executor:
         if self.stopping.is_set() or not all_jobs():
             return Exchange([], 0, None)
         base = {
-            "now": now,
-            "live_since": self._live_since,
-            "jobs": sorted(all_jobs()),
-            "queues": self.queues,
+            **self._pick_params(now),
             "default_max_running": default_max_running(self.settings),
         }
         with transaction.atomic(using=self.using):
