@@ -36,7 +36,7 @@ def _count(conn: psycopg.Connection[Any], t0: datetime, t1: datetime) -> int:
 
 def _dead(conn: psycopg.Connection[Any]) -> int:
     conn.execute("SELECT pg_stat_clear_snapshot()")
-    # the months' own counts: the partitioned table itself holds no rows (migration 0019)
+    # the months' own counts: the partitioned table itself holds no rows
     row = conn.execute(
         "SELECT coalesce(sum(s.n_dead_tup), 0) FROM pg_stat_user_tables s"
         " JOIN pg_inherits i ON i.inhrelid = s.relid"

@@ -4,7 +4,7 @@ Not part of the profiles' default run (``--only variants`` runs it). Each of
 (at most) three repetitions runs, interleaved, concurrency 8 of:
 
 - ``default``: the migrated schema and settings, as in the executor benchmark;
-- ``lean``: the same without the four indexes of migration 0003 (the admin
+- ``lean``: the same without the four run-list indexes (``ADMIN_INDEXES``: the admin
   run list's ``(scheduled_for, id)``, failed-or-cancelled ``(scheduled_for, id)``,
   non-default ``(queue, …)`` and one-off ``(schedule_name, …)``): every claim
   and completion is a non-HOT update, so each index on ``pgsched_job_run`` that
@@ -50,7 +50,7 @@ CELLS = (
 
 LABELS = {
     "default_c8": "django-pgsched as it is, concurrency 8",
-    "lean_c8": "… without the 4 run-list indexes of migration 0003",
+    "lean_c8": "… without the 4 run-list indexes",
     "async_c8": "… with synchronous_commit = off on its sessions",
     "raw_b8": "raw SQL, batch 8",
     "raw_lean_b8": "raw SQL, batch 8, without those 4 indexes",

@@ -1,9 +1,10 @@
 """The idempotency key's check across months, when a month's statistics say it is empty.
 
-Migration 0024 runs ``pgsched_run_key_unique()`` with ``enable_seqscan = off``. This
-measures why: one statement inserting N one-off runs (a key each) after ``VACUUM
-ANALYZE`` of the empty run table, in a new session, with the function as migrated
-("index") and with the setting reset as before 0024 ("as before")::
+The trigger function ``pgsched_run_key_unique()`` runs with ``enable_seqscan = off``
+(its ``SET`` in ``migrations/sql/functions.sql``). This measures why: one statement
+inserting N one-off runs (a key each) after ``VACUUM ANALYZE`` of the empty run table,
+in a new session, with the function as migrated ("index") and with the setting reset
+("reset")::
 
     python -m bench.key_check --runs 10000 20000 40000
 
@@ -54,14 +55,14 @@ def main(argv: list[str] | None = None) -> int:
             before = insert(n, empty_stats=True, setting=RESET)
             after = insert(n, empty_stats=True, setting=SET)
             print(
-                f"{n:,} runs, statistics of an empty table: as before {before:.1f} s, "
+                f"{n:,} runs, statistics of an empty table: reset {before:.1f} s, "
                 f"index {after:.1f} s",
                 flush=True,
             )
         before = insert(50_000, empty_stats=False, setting=RESET)
         after = insert(50_000, empty_stats=False, setting=SET)
         print(
-            f"50,000 runs, statistics that know the rows: as before {before:.1f} s, "
+            f"50,000 runs, statistics that know the rows: reset {before:.1f} s, "
             f"index {after:.1f} s",
             flush=True,
         )

@@ -12,7 +12,7 @@ weighs on both alike), each database times:
   upkeep's ``pgsched_run_horizon_advance()`` set), rolled back so that the due
   runs stay;
 - ``executor_every_month``: the same with no horizon (every month in the
-  statement, as before migration 0020), for comparison in the same run;
+  statement: ``live_since`` NULL), for comparison in the same run;
 - ``planner_insert``: the planner's insert of one occurrence of 500 schedules
   (the keys it derives, the occurrence index, the triggers), rolled back. The
   rest of a planner pass reads schedules, which partitions do not touch.
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                 samples[name]["executor"].append(
                     timed(conn, executor_sql, {**executor_params, "live_since": horizons[name]})
                 )
-                # as before the horizon (0020): every month in the statement
+                # no horizon: every month in the statement
                 samples[name]["executor_every_month"].append(
                     timed(conn, executor_sql, executor_params)
                 )

@@ -1,10 +1,11 @@
 """The bounds of every stored time, duration and payload, refused before any write.
 
-The database's CHECKs (migration 0015's ``pgsched_time_ok``,
-``pgsched_interval_ok``, ``pgsched_json_ok``, spelled out by migration 0021)
-refuse the same values; this module refuses them first, in the model layer
-(``save()``, ``create()``, ``bulk_create()``), as a ``ValidationError`` naming
-the field and the value.
+The database's CHECKs (the domains' in ``migrations/sql/domains.sql``, the tables'
+in ``migrations/sql/tables.sql``: the bounds spelled out, not calls of
+``pgsched_time_ok``, ``pgsched_interval_ok``, ``pgsched_json_ok``) refuse the
+same values; this module refuses them first, in the model layer (``save()``,
+``create()``, ``bulk_create()``), as a ``ValidationError`` naming the field and
+the value.
 It also turns what the database refuses for a value (a CHECK, a ``DataError``)
 into one, so that nothing bare reaches an admin page or a command.
 

@@ -217,7 +217,7 @@ def _check_values(s: Settings) -> None:
             f"{MAX_CATCH_UP_LIMIT}, "
             f"got {s.DEFAULT_CATCH_UP_LIMIT!r}"
         )
-    # the database's CHECKs bound every payload (migration 0015): a setting above them
+    # the database's CHECKs bound every payload (migrations/sql/domains.sql): a setting above them
     # would let clean() pass what the database then refuses
     if s.BACKFILL_LIMIT > MAX_BACKFILL:
         raise ImproperlyConfigured(

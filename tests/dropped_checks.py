@@ -1,6 +1,6 @@
 """Dropping a value bound by name, wherever it stands (a test writing a row the bounds refuse).
 
-Since migration 0033 a bound on one column is a constraint of that column's domain,
+A bound on one column is a constraint of that column's domain (``domains.sql``),
 and one name may stand on several domains (``pgsched_run_times_range`` on the times'
 domain and as the table's CHECK on ``scheduled_for``; ``pgsched_run_json_readable``
 on each payload's domain). :func:`drop_checks_sql` drops every constraint of those

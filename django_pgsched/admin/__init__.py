@@ -19,9 +19,9 @@ Three rules keep it honest and fast:
 * **Nothing scans the run table.** The run list counts at most
   :attr:`~django_pgsched.admin.common.BoundedCountPaginator.exact_limit` rows
   and estimates beyond; its order and each of its filters have an index
-  (migration 0003); filter choices come from settings, the registry and the
-  schedules table, never from ``SELECT DISTINCT`` over runs; search is by exact
-  id or idempotency key; facet counts are off.
+  (``migrations/sql/indexes.sql``); filter choices come from settings, the
+  registry and the schedules table, never from ``SELECT DISTINCT`` over runs;
+  search is by exact id or idempotency key; facet counts are off.
 
 Modules: :mod:`~django_pgsched.admin.common` (what both pages share),
 :mod:`~django_pgsched.admin.schedules`, :mod:`~django_pgsched.admin.runs`,

@@ -1,13 +1,14 @@
 """The audit trail of schedule changes: one row per change, written by a trigger.
 
-A statement-level trigger on ``pgsched_schedule`` (migrations ``0006`` and
-``0018_linear_triggers``) records every inserted, updated and deleted row,
-set-based, whoever made it: the admin, the ORM,
-the settings sync, or plain SQL. ``changes`` maps each changed field to
-``[before, after]`` (JSON values: durations as PostgreSQL's interval text,
-times as ISO 8601). The columns the planner writes as it advances a schedule
-(``next_fire_at``, ``last_fire_at``, ``skipped_occurrences`` and the like) are
-not changes: the planner's own updates match no row and record nothing.
+The statement-level triggers on ``pgsched_schedule``
+(``pgsched_schedule_after_insert``, ``_after_update``, ``_after_delete``, in
+``migrations/sql/triggers.sql``) record every inserted, updated and deleted row,
+set-based, whoever made it: the admin, the ORM, the settings sync, or plain SQL.
+``changes`` maps each changed field to ``[before, after]`` (JSON values:
+durations as PostgreSQL's interval text, times as ISO 8601). The columns the
+planner writes as it advances a schedule (``next_fire_at``, ``last_fire_at``,
+``skipped_occurrences`` and the like) are not changes: the planner's own updates
+match no row and record nothing.
 
 ``actor`` is the session setting ``pgsched.actor`` at the time of the change
 (see :func:`django_pgsched.audit.actor`), or ``"sql"`` when nothing set it.

@@ -1,4 +1,4 @@
-"""The outbox's schema: its table (migration 0017) and its triggers.
+"""The outbox's schema: its table (``pgsched_claim_outbox``) and its triggers.
 
 A run becomes claimable (inserted pending, or updated back to pending or
 retrying, or re-timed) in some transaction of the planner, ``enqueue``, the

@@ -14,9 +14,9 @@
 -- to the first one this pass plans go into the ledger (paused or broken).
 -- The first row always carries the database time, even when nothing is due.
 -- defect: the values of a row that Python could not read or the planner could not
--- use (a time outside years 1-9999, a duration out of its bounds: written before
--- the CHECKs of migration 0015, or with them dropped), named with their text; the
--- row's times and durations then come back NULL and the planner marks it broken.
+-- use (a time outside years 1-9999, a duration out of its bounds: written by SQL
+-- with the bounds' CHECKs dropped), named with their text; the row's times and
+-- durations then come back NULL and the planner marks it broken.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, statement_timestamp()) AS now
 )
@@ -378,7 +378,7 @@ facts AS (
            clock.now AS db_now,
            -- the horizon for the next pass: pgsched_run_horizon_since(), read here rather
            -- than called (a SECURITY DEFINER function is planned again at every call;
-           -- every role may read this table, migration 0023)
+           -- every role may read this table: migrations/sql/grants.sql)
            (SELECT CASE WHEN h.live_since >= '0001-01-01 00:00:00+00' THEN h.live_since END
               FROM pgsched_run_horizon h) AS live_since
       FROM clock
@@ -450,7 +450,7 @@ decided AS MATERIALIZED (
 )
 -- A one-off run (no schedule: a deadline given another way) is decided too, but has
 -- no occurrence to ledger; nor has one whose time, or whose schedule's timetable,
--- Python cannot hold (a row from before migration 0015's bounds): NULL here.
+-- Python cannot hold (a row written with the bounds' CHECKs dropped): NULL here.
 SELECT r.id, r.schedule_id,
        CASE WHEN pgsched_time_ok(r.scheduled_for) THEN r.scheduled_for END AS scheduled_for,
        d.reason, r.job, r.queue, r.tenant, s.cron,

@@ -28,7 +28,7 @@ from .replicas import Replica
 from .runs import JobRun
 from .schedules import DEFINITION_FIELDS, LATTICE_FIELDS, Schedule
 
-# named by migration 0001 (the callable defaults of two of Schedule's fields)
+# named by the migration's model state (the callable defaults of two of Schedule's fields)
 from .schedules import _default_catch_up_limit as _default_catch_up_limit
 from .schedules import _default_policy as _default_policy
 

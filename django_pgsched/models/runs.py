@@ -85,8 +85,8 @@ class JobRun(models.Model):
     )
     fire_after = fields.TimeField()
     # SmallIntegerField, not Positive...: pgsched_run_attempts_range and
-    # pgsched_run_max_attempts_range bound both (a second CHECK of the same bound costs
-    # every statement that writes a run; migration 0026)
+    # pgsched_run_max_attempts_range (their domains' CHECKs) bound both (a second CHECK of
+    # the same bound costs every statement that writes a run)
     attempts = models.SmallIntegerField(default=0, db_default=0)
     max_attempts = models.SmallIntegerField()
     timeout = fields.IntervalField()
@@ -160,7 +160,8 @@ class JobRun(models.Model):
             ),
             # Unique within a tenant and a month (a partitioned table's unique index holds
             # its partition key); across months, the trigger pgsched_run_key_unique
-            # (migrations 0019, 0027) keeps a tenant's key to one run: see docs, "Partitions".
+            # (migrations/sql/triggers.sql) keeps a tenant's key to one run: see docs,
+            # "Partitions".
             models.UniqueConstraint(
                 fields=("idempotency_key", "tenant", "scheduled_for"),
                 name="pgsched_run_idempotency_key",

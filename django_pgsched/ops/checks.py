@@ -257,7 +257,7 @@ def _check_partitions(conn: Any) -> list[checks.CheckMessage]:
         now = cursor.fetchone()[0]
     state = layout.read(conn)
     if not state.complete():
-        return []  # not partitioned yet (before migration 0019)
+        return []  # a table not partitioned: a schema not made by these migrations
     ahead = state.months_ahead(now)
     if ahead >= 1:
         return []
@@ -334,8 +334,9 @@ def _check_occurrence_index(conn: Any) -> list[checks.CheckMessage]:
         checks.Error(
             f"The unique index pgsched_one_run_per_occurrence on pgsched_job_run {problem}; "
             "without it nothing stops a second run of the same occurrence.",
-            hint="Recreate it: migrate pgsched to 0001 and back, or create it by hand as in "
-            "migration 0001 (UNIQUE (schedule_id, scheduled_for) WHERE schedule_id IS NOT NULL).",
+            hint="Drop an invalid one and recreate it as migrations/sql/indexes.sql does: "
+            "CREATE UNIQUE INDEX pgsched_one_run_per_occurrence ON pgsched_job_run "
+            "(schedule_id, scheduled_for) WHERE schedule_id IS NOT NULL.",
             id="pgsched.E008",
         )
     ]
@@ -373,7 +374,7 @@ def _check_audit_trigger(conn: Any) -> list[checks.CheckMessage]:
             "The schedule audit trigger does not watch column(s) "
             f"{', '.join(missing)} of pgsched_schedule: a change to only those is not recorded.",
             hint="A migration that adds a column to pgsched_schedule must run "
-            "SELECT pgsched_schedule_audit_install(); (see migration 0006).",
+            "SELECT pgsched_schedule_audit_install(); (it regenerates the trigger's function).",
             id="pgsched.W003",
         )
     ]

@@ -3,7 +3,7 @@
 A tenant without a row takes ``PGSCHED["TENANT_DEFAULTS"]``
 (:mod:`django_pgsched.tenants.limits`). The database enforces a row's
 ``max_schedules`` and ``allowed_jobs`` for every writer of ``pgsched_schedule``
-(trigger ``pgsched_schedule_tenant_quota``, migration 0029).
+(trigger ``pgsched_schedule_tenant_quota``, ``migrations/sql/triggers.sql``).
 """
 
 from __future__ import annotations

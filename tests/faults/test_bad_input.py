@@ -206,7 +206,8 @@ def test_a_float_jsonb_would_change_is_rejected_and_accepted_ones_round_trip(db:
             "pgsched_schedule_times_finite",
         ),
         ("UPDATE pgsched_schedule SET cron = E'* * * * *\\n* * * * *'", "cron_text"),
-        # two CHECKs refuse it (0002's lower bound, 0015's range): PostgreSQL names either
+        # two CHECKs refuse it (pgsched_schedule_timeout_range, _durations_range): PostgreSQL
+        # names either
         ("UPDATE pgsched_schedule SET timeout = interval '0 seconds'", "(timeout|durations)_range"),
         ("UPDATE pgsched_schedule SET skipped_occurrences = -1", "skipped_non_negative"),
         ("UPDATE pgsched_schedule SET name = ''", "name_nonempty"),

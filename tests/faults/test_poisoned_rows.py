@@ -12,8 +12,8 @@ attempt row naming it, while every healthy occurrence runs: nothing stays
 keeps ticking (which is the truth).
 
 First, with the database's bounds in place, each value of the catalogue that a
-CHECK covers is refused when written. Then the bounds are dropped (as for rows
-written before migration 0015, or by a database without it) and the rows go in.
+CHECK covers is refused when written. Then the bounds are dropped (as SQL run by the
+tables' owner may drop them) and the rows go in.
 
 Each case is a negative control on the engine before per-row isolation: there, one such row
 made every planner pass, or every executor pass, fail (no healthy occurrence
@@ -44,8 +44,9 @@ BC = "'0001-06-01 00:00:00+00 BC'::timestamptz"
 YEARS = "interval '100000000 years'"
 TD_MAX = "interval '999999999 days 86399.999999 seconds'"  # timedelta.max
 
-# Every CHECK that stands between these values and the tables: migration 0015's
-# bounds, and the older ones on the columns the catalogue pushes to their type's end.
+# Every CHECK that stands between these values and the tables: the bounds of times,
+# durations and payloads (the tables' CHECKs and the domains'), and those on the columns
+# the catalogue pushes to their type's end.
 BOUNDS = {
     "pgsched_schedule": [
         "pgsched_schedule_times_range",

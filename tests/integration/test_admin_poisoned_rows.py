@@ -1,6 +1,6 @@
 """The admin's lists and pages answer for rows Python cannot read.
 
-A row written before the bounds of migration 0015 (or with them dropped) may hold
+A row written past the bounds (by SQL with the CHECKs dropped) may hold
 a value Python's ``datetime`` or ``timedelta`` cannot represent: a year 1 BC time, a
 timeout of a hundred million years. The admin's list and change pages show such a
 value as unreadable instead of answering 500; every other row of the page is listed.

@@ -1,6 +1,6 @@
 """The schedule triggers under bulk statements: every behaviour kept, and linear in the rows.
 
-The triggers are statement-level and set-based (migration 0018): one audit row
+The triggers are statement-level and set-based (migrations/sql/triggers.sql): one audit row
 per changed schedule, one notification per statement, the unstarted runs of
 paused and re-timed schedules cancelled, ``unplanned_from`` kept on a resume;
 and the cost of a statement grows with its rows, not with their square.

@@ -29,7 +29,8 @@ from tests.testapp import jobs
 pytestmark = pytest.mark.usefixtures("seed_lookahead")
 
 # the claim cursor as the index condition: (priority * -1, fire_after, id) >= (...), the
-# columns cast to their types under their domains (migration 0033) as PostgreSQL deparses it
+# columns cast to their types under their domains (migrations/sql/domains.sql), as
+# PostgreSQL deparses it
 CLAIM_ORDER_BOUND = re.compile(
     r"ROW\(\(+priority\)?(?:::smallint)? \* '-1'::integer\), \(?fire_after\)?"
     r"(?:::timestamp with time zone)?, id\) >= ROW\("

@@ -25,7 +25,8 @@ from tests.integration.test_executor import executor_params, now_db, walk
 PARAM = re.compile(r"%\((\w+)\)[sb]")
 
 # the claim cursor as the index condition: (priority * -1, fire_after, id) >= (...), the
-# columns cast to their types under their domains (migration 0033) as PostgreSQL deparses it
+# columns cast to their types under their domains (migrations/sql/domains.sql), as
+# PostgreSQL deparses it
 CLAIM_ORDER_BOUND = re.compile(
     r"ROW\(\(+priority\)?(?:::smallint)? \* '-1'::integer\), \(?fire_after\)?"
     r"(?:::timestamp with time zone)?, id\) >= ROW\("

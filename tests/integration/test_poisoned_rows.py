@@ -1,11 +1,11 @@
 """Per-row isolation: one row that Python cannot read or the engine cannot use stalls nothing.
 
 Each case writes a poisoned value straight into a table with SQL, beside healthy
-rows, with the bounds of migration 0015 dropped for the test (as for a row written
-before them): the poisoned schedule ends ``broken`` with its error, the poisoned run
-``failed`` with an attempt row naming it, and every healthy row of the same pass is
-planned or run. (With the bounds in place the database refuses each value: see
-``test_value_bounds.py``.)
+rows, with the bounds of times, durations and payloads dropped for the test (as SQL
+with the CHECKs dropped could write it): the poisoned schedule ends ``broken`` with
+its error, the poisoned run ``failed`` with an attempt row naming it, and every healthy
+row of the same pass is planned or run. (With the bounds in place the database refuses
+each value: see ``test_value_bounds.py``.)
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ DIGITS = "('{\"a\": ' || repeat('9', 5001) || '}')::jsonb"
 
 
 def drop_bounds() -> None:
-    """The bounds of migration 0015 dropped (this test's transaction only)."""
+    """The bounds of times, durations and payloads dropped (this test's transaction only)."""
     with connection.cursor() as cursor:
         cursor.execute(
             drop_checks_sql(

@@ -1,5 +1,6 @@
 """The live months (``pgsched_run_horizon``): where the executor's pass looks, and how the
-horizon moves (migration 0020, docs/explanation/partitions.md "Where the claim looks")."""
+horizon moves (pgsched_run_horizon_advance, the trigger pgsched_run_horizon_lower;
+docs/explanation/partitions.md "Where the claim looks")."""
 
 from __future__ import annotations
 
@@ -248,7 +249,7 @@ def test_a_role_granted_only_the_documented_tables_moves_and_reads_the_horizon(d
         cursor.execute(OLD_INSERT, [at, "horizon-role", at])  # the trigger lowers it
         cursor.execute("SELECT pgsched_run_horizon_since()")
         assert cursor.fetchone()[0] == month_start(at)
-        # every role may read the table (migration 0023: executor_pass reads it), and
+        # every role may read the table (migrations/sql/grants.sql: executor_pass reads it), and
         # only the SECURITY DEFINER functions write it
         cursor.execute("SELECT live_since FROM pgsched_run_horizon")
         assert cursor.fetchone()[0] == month_start(at)

@@ -30,7 +30,7 @@ GROUPS = [
 ]
 KNOWN = set().union(*GROUPS)
 
-# the tables' CHECKs and the domains' (migration 0033: a bound on one column, on VALUE)
+# the tables' CHECKs and the domains' (a bound on one column, on VALUE: domains.sql)
 CONSTRAINTS = """
 SELECT c.conname, pg_get_constraintdef(c.oid)
   FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid
@@ -91,7 +91,7 @@ def intervals(definition: str) -> list[timedelta]:
 
 
 def integers(definition: str, column: str) -> list[int]:
-    # a table's CHECK names the column; a domain's (migration 0033) says VALUE
+    # a table's CHECK names the column; a domain's says VALUE
     return [int(n) for n in re.findall(rf"\b(?:{column}|VALUE) <= \(?'?(-?\d+)", definition)]
 
 

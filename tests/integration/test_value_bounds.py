@@ -8,7 +8,6 @@ field and the value; written with SQL, the database's CHECKs refuse it.
 from __future__ import annotations
 
 import json
-import re
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -115,7 +114,7 @@ def test_create_and_bulk_create_refuse_a_run_out_of_bounds(db, fields, named):
 
 def test_what_only_the_database_refuses_is_a_validation_error_naming_the_field(db):
     with pytest.raises(ValidationError) as info:
-        Schedule.objects.create(**schedule(kwargs=[1, 2]))  # not an object: a CHECK of 0002
+        Schedule.objects.create(**schedule(kwargs=[1, 2]))  # not an object: the domain's CHECK
     assert "kwargs" in info.value.message_dict
     assert "pgsched_schedule_kwargs_object" in str(info.value)
 
@@ -209,9 +208,9 @@ def test_the_database_refuses_every_value_out_of_bounds(db, table, assignment, c
 
 def test_no_check_of_the_run_table_repeats_another(db):
     """Each CHECK costs every statement that writes a run (prepared per statement, evaluated
-    per row), so none repeats a bound another holds: Django's ``attempts >= 0`` and
-    ``max_attempts >= 0`` of a PositiveSmallIntegerField, and ``timeout >= 1 s`` beside
-    pgsched_run_timeout_range, went in migration 0026."""
+    per row), so none repeats a bound another holds: not Django's ``attempts >= 0`` nor
+    ``max_attempts >= 0`` of a PositiveSmallIntegerField, nor a ``timeout >= 1 s`` beside
+    pgsched_run_timeout_range."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT conname FROM pg_constraint"
@@ -223,7 +222,7 @@ def test_no_check_of_the_run_table_repeats_another(db):
         "pgsched_job_run_max_attempts_check",
         "pgsched_run_timeout_positive",
     } & set(names)
-    # a bound on one column is its domain's (migration 0033): the table keeps only the
+    # a bound on one column is its domain's (domains.sql): the table keeps only the
     # CHECKs that relate two columns, and the partition key's own bounds
     assert names == [
         "pgsched_run_attempts_within_max",
@@ -278,8 +277,8 @@ def test_a_run_at_the_bounds_of_time_is_accepted(db):
 def test_no_check_or_trigger_condition_calls_a_sql_function(db):
     """PostgreSQL prepares a table's CHECKs and its triggers' WHEN clauses again at every
     statement that writes it, inlining a SQL function there by parsing its body anew:
-    preparing the bounds' CHECKs took 14 % of the executor's server CPU in a burst that way
-    (migration 0021)."""
+    preparing the bounds' CHECKs took 14 % of the executor's server CPU in a burst when they
+    called pgsched_time_ok and its kin; they spell their bounds out instead."""
     with connection.cursor() as cursor:
         cursor.execute(
             """
@@ -292,7 +291,7 @@ def test_no_check_or_trigger_condition_calls_a_sql_function(db):
                 ON d.classid = 'pg_constraint'::regclass AND k.oid = d.objid
               LEFT JOIN pg_trigger t ON d.classid = 'pg_trigger'::regclass AND t.oid = d.objid
              WHERE coalesce(k.conrelid, t.tgrelid)::regclass::text LIKE 'pgsched%%'
-                -- and the domains' (migration 0033): planned once per session, yet kept
+                -- and the domains' CHECKs: planned once per session, yet kept
                 -- to the same rule
                 OR k.contypid::regtype::text LIKE 'pgsched%%'
             """
@@ -358,50 +357,3 @@ def test_a_unique_violation_stays_an_integrity_error(db):
     JobRun.objects.create(**run())
     with pytest.raises(IntegrityError, match="pgsched_run_idempotency_key"), transaction.atomic():
         JobRun.objects.create(**run())
-
-
-def test_migration_0016_repairs_rows_written_before_the_bounds_then_validates(db):
-    """Its repair statements over rows that break every bound; then every CHECK validates."""
-    import importlib
-
-    from tests.integration.test_poisoned_rows import DEEP, DIGITS, drop_bounds
-
-    repair = importlib.import_module("django_pgsched.migrations.0016_value_bounds_validate")
-    bounds_sql = importlib.import_module("django_pgsched.migrations.0015_value_bounds")
-    s = Schedule.objects.create(**schedule(name="legacy"))
-    run_a, run_b = enqueue("tests.noop"), enqueue("tests.noop")
-    drop_bounds()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE pgsched_schedule SET cron = NULL, \"interval\" = interval '5 seconds',"
-            f" anchor = '0001-06-01 BC', timeout = interval '100000000 years',"
-            f" misfire_grace = interval '999999999 days', kwargs = {DEEP} WHERE id = %s",
-            [s.pk],
-        )
-        cursor.execute(  # the months the runs move to, here and in the repair (partitions)
-            "SELECT pgsched_ensure_months(array_agg("
-            "'0005-01-01 BC'::timestamptz + (id % 300) * interval '1 day')"
-            " || '0001-01-01 00:00:00+00'::timestamptz) FROM pgsched_job_run"
-        )
-        cursor.execute(  # two unreadable occurrences of one schedule: still distinct after
-            f"UPDATE pgsched_job_run SET schedule_id = %s,"
-            # id mod 300: distinct for the two runs, and still BC however far the id sequence
-            # has come (in the whole suite, id days after 0005 BC were years AD)
-            f" scheduled_for = '0005-01-01 BC'::timestamptz + (id %% 300) * interval '1 day',"
-            f" fire_after = '-infinity', timeout = interval '100000000 years', kwargs = {DIGITS}",
-            [s.pk],
-        )
-        cursor.execute(bounds_sql.CHECKS)  # NOT VALID, as migration 0015 leaves them
-        for operation in repair.Migration.operations:  # 0016, in its order
-            cursor.execute(operation.sql)
-    s.refresh_from_db()
-    assert s.status == "broken" and s.anchor is None and s.timeout is None and s.kwargs == {}
-    for field in ("anchor 0001-06-01 00:00:00+00 BC", "timeout 100000000 years", "misfire_grace"):
-        assert field in s.last_error, s.last_error
-    for run_ in (run_a, run_b):
-        run_.refresh_from_db()
-        assert run_.status == "failed" and run_.kwargs == {} and run_.timeout == timedelta(days=7)
-        assert run_.finished_at is not None and run_.claimed_by is None
-        assert re.search(r"scheduled_for 0005-\d\d-\d\d 00:00:00\+00 BC", run_.note), run_.note
-        assert "fire_after -infinity" in run_.note and "timeout 100000000 years" in run_.note
-    assert run_a.scheduled_for != run_b.scheduled_for
