@@ -34,13 +34,15 @@ FAST = {
 class Replica:
     """One ``manage.py runscheduler`` process in its own process group."""
 
-    def __init__(self, name: str, args: list[str], env: dict[str, str], log_dir: Path) -> None:
+    def __init__(
+        self, name: str, args: list[str], env: dict[str, str], log_dir: Path, cwd: Path = ROOT
+    ) -> None:
         self.name = name
         self.log_path = log_dir / f"{name}.log"
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "django", "runscheduler", "--worker-id", name, *args],
-            cwd=ROOT,
+            cwd=cwd,  # a released version's tree runs its own code (the rolling upgrade)
             env=env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
