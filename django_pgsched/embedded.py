@@ -14,7 +14,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-DEFAULT_DATA_DIR = Path(".embedded-pg")
+# one directory per server under .embedded-pg: the embedded server opens each parent
+# directory of a data directory to its system user, and a data directory must not be
+# opened (PostgreSQL refuses one readable by others), so none lies inside another
+DEFAULT_DATA_DIR = Path(".embedded-pg") / "default"
 
 _servers: dict[Path, Any] = {}
 
