@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.timeout(300)]
 
 # the release upgraded from, and the commit its distribution was built from
 RELEASED = "0.1.0"
-RELEASE_COMMIT = "d2964b347718930f64ae7f1e4b86fb3771b14e5b"
+RELEASE_COMMIT = "4092599fc40dbca0ee401c75fab5dae4726d9832"
 
 SCHEDULES = {
     f"upgrade-{i}": {"job": "tests.witness", "cron": "* * * * * *", "misfire_policy": "skip"}
