@@ -38,7 +38,9 @@ if not os.environ.get("DATABASE_URL"):
 
     from django_pgsched import embedded
 
-    os.environ["DATABASE_URL"] = embedded.start(Path(__file__).parent.parent / ".embedded-pg" / "test")
+    os.environ["DATABASE_URL"] = embedded.start(
+        Path(__file__).parent.parent / ".embedded-pg" / "test"
+    )
 
 DATABASES = {"default": env.db_url("DATABASE_URL")}
 DATABASES["default"].setdefault("TEST", {})

@@ -14,6 +14,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
+from .. import sqlfiles
 from ..conf import get_settings
 from ..models import Schedule, ScheduleStatus, db_now
 from ..timing import describe, timetable, zoned, zones
@@ -24,35 +25,8 @@ from .times import PREVIEW, fire_time, local_and_utc, transitions_preview, zone_
 
 RECENT_RUNS = 10  # cells in a schedule's strip
 
-# The last runs of each schedule on the page, newest first: its occurrences
-# (a backward range of the unique (schedule_id, scheduled_for) index) and its
-# one-off runs, run now and retries, which carry only its name (a backward range
-# of pgsched_run_one_off_idx), each stopping after %(limit)s rows; then the
-# newest %(limit)s of the two.
-RECENT_RUNS_SQL = """
-SELECT s.id, statement_timestamp(), r.id, r.status, r.scheduled_for
-  FROM unnest(%(ids)s::bigint[], %(names)s::text[]) AS s(id, name)
-  LEFT JOIN LATERAL (
-        SELECT id, status, scheduled_for
-          FROM ((SELECT id, status, scheduled_for
-                   FROM pgsched_job_run
-                  WHERE schedule_id = s.id
-                    AND scheduled_for <= statement_timestamp()
-                  ORDER BY scheduled_for DESC
-                  LIMIT %(limit)s)
-                UNION ALL
-                (SELECT id, status, scheduled_for
-                   FROM pgsched_job_run
-                  WHERE schedule_id IS NULL
-                    AND schedule_name = s.name
-                    AND scheduled_for <= statement_timestamp()
-                  ORDER BY scheduled_for DESC, id DESC
-                  LIMIT %(limit)s)) both_kinds
-         ORDER BY scheduled_for DESC, id DESC
-         LIMIT %(limit)s
-       ) r ON true
- ORDER BY s.id, r.scheduled_for DESC, r.id DESC
-"""
+# The last runs of each schedule on the page, newest first (queries.sql).
+RECENT_RUNS_SQL = sqlfiles.get("admin", "recent_runs")
 
 
 @dataclass(frozen=True)

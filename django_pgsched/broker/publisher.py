@@ -23,6 +23,7 @@ from datetime import datetime
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from .. import sqlfiles
 from ..conf import Settings
 from ..engine import db, failpoints
 from .client import BrokerUnavailable, NatsBroker, Publication
@@ -30,32 +31,11 @@ from .messages import message_id, payload, subject
 
 logger = logging.getLogger(__name__)
 
-TAKE = """
-WITH clock AS (
-    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
-)
-SELECT o.id, o.run_id, o.queue, o.tenant, o.idempotency_key,
-       EXISTS (SELECT 1 FROM pgsched_job_run r
-                WHERE r.id = o.run_id AND r.status IN ('pending', 'retrying')) AS live
-  FROM pgsched_claim_outbox o, clock
- WHERE o.due <= clock.now
- ORDER BY o.due, o.id
- LIMIT %(batch)s
-   FOR UPDATE OF o SKIP LOCKED
-"""
-
-NEXT_DUE = """
-SELECT extract(epoch FROM min(due) - clock_timestamp()) FROM pgsched_claim_outbox
-"""
-
-DELETE = "DELETE FROM pgsched_claim_outbox WHERE id = ANY(%(ids)s)"
-
-LAG = """
-SELECT coalesce(extract(epoch FROM clock_timestamp() - min(due)), 0),
-       count(*)
-  FROM pgsched_claim_outbox
- WHERE due <= clock_timestamp()
-"""
+# the outbox walk's statements (queries.sql)
+TAKE = sqlfiles.get("broker", "outbox_take")
+NEXT_DUE = sqlfiles.get("broker", "outbox_next_due")
+DELETE = sqlfiles.get("broker", "outbox_delete")
+LAG = sqlfiles.get("broker", "outbox_lag")
 
 
 @dataclass(frozen=True)

@@ -16,45 +16,13 @@ from __future__ import annotations
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-TABLE = """
-CREATE TABLE IF NOT EXISTS pgsched_claim_outbox (
-    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    run_id bigint NOT NULL,
-    due timestamptz NOT NULL,
-    queue text NOT NULL,
-    tenant text NOT NULL,
-    idempotency_key text NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT statement_timestamp()
-);
-CREATE INDEX IF NOT EXISTS pgsched_claim_outbox_due_idx ON pgsched_claim_outbox (due, id);
-"""
+from .. import sqlfiles
 
-FUNCTION = """
-CREATE OR REPLACE FUNCTION pgsched_claim_outbox_add() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO pgsched_claim_outbox (run_id, due, queue, tenant, idempotency_key)
-    VALUES (NEW.id, NEW.fire_after, NEW.queue, NEW.tenant, NEW.idempotency_key);
-    RETURN NULL;
-END
-$$;
-"""
-
-# One trigger per event: a WHEN clause of an INSERT trigger cannot name OLD. Both
-# are evaluated in C before any PL/pgSQL runs: a claim, a renewal or a completion
-# does not call the function.
-TRIGGERS = """
-CREATE OR REPLACE TRIGGER pgsched_run_outbox_insert
-    AFTER INSERT ON pgsched_job_run
-    FOR EACH ROW WHEN (NEW.status IN ('pending', 'retrying'))
-    EXECUTE FUNCTION pgsched_claim_outbox_add();
-CREATE OR REPLACE TRIGGER pgsched_run_outbox_update
-    AFTER UPDATE OF status, fire_after ON pgsched_job_run
-    FOR EACH ROW WHEN (NEW.status IN ('pending', 'retrying')
-                       AND (OLD.status IS DISTINCT FROM NEW.status
-                            OR OLD.fire_after IS DISTINCT FROM NEW.fire_after))
-    EXECUTE FUNCTION pgsched_claim_outbox_add();
-"""
+# DDL run as one script without parameters: verbatim blocks of queries.sql, each ending
+# in its ";" and a newline, so that they run one after the other
+TABLE = sqlfiles.get("broker", "outbox_table")
+FUNCTION = sqlfiles.get("broker", "outbox_function")
+TRIGGERS = sqlfiles.get("broker", "outbox_triggers")
 
 TRIGGER_NAMES = ("pgsched_run_outbox_insert", "pgsched_run_outbox_update")
 
@@ -64,11 +32,7 @@ DISABLE = "".join(
 ENABLE = "".join(f"ALTER TABLE pgsched_job_run ENABLE TRIGGER {name};\n" for name in TRIGGER_NAMES)
 
 # How many of the two triggers exist on pgsched_job_run and are enabled ('O').
-STATE = """
-SELECT count(*) FILTER (WHERE tgenabled <> 'D') AS enabled, count(*) AS present
-  FROM pg_trigger
- WHERE tgrelid = 'pgsched_job_run'::regclass AND tgname = ANY(%s) AND tgparentid = 0
-"""
+STATE = sqlfiles.get("broker", "outbox_state")
 
 
 def outbox_state(conn: BaseDatabaseWrapper) -> tuple[int, int]:

@@ -43,7 +43,7 @@ from typing import Any
 
 from django.db import connections
 
-from .. import events
+from .. import events, sqlfiles
 from ..conf import get_settings
 from ..context import RunContext
 from ..limits import MAX_NOTE_CHARS
@@ -56,143 +56,16 @@ logger = logging.getLogger(__name__)
 PARK = timedelta(days=1)
 MAX_HELD_PER_STATEMENT = 5000
 
-# The key of a breaker: the destination given, or (pgsched.http) the one the
-# database computes from the URL, so that it matches pgsched_run_http_destination_idx.
-_KEY = "coalesce(%(destination)s::text, pgsched_http_destination(%(url)s::text))"
-
-# May this attempt be the probe? The breaker is open and its cool-down over, or
-# half-open and its probe given up (or this run is the probe, asking again).
-_PROBE = (
-    "((b.state = 'open' AND b.retry_at <= c.now) OR (b.state = 'half_open'"
-    " AND (b.retry_at <= c.now OR b.probe_run_id = %(run)s)))"
-)
-_EXTEND = "(b.park_until IS NULL OR b.park_until < c.now + %(park)s / 2)"
-ADMIT_SQL = f"""
-WITH clock AS (SELECT clock_timestamp() AS now),
-changed AS (
-    UPDATE pgsched_breaker b
-       SET state = CASE WHEN {_PROBE} THEN 'half_open' ELSE b.state END,
-           probe_run_id = CASE WHEN {_PROBE} THEN %(run)s ELSE b.probe_run_id END,
-           since = CASE WHEN {_PROBE} AND b.state = 'open' THEN c.now ELSE b.since END,
-           retry_at = CASE WHEN {_PROBE} THEN c.now + %(probe_window)s ELSE b.retry_at END,
-           park_until = CASE WHEN {_EXTEND} THEN c.now + %(park)s ELSE b.park_until END
-      FROM clock c
-     WHERE b.tenant = %(tenant)s AND b.destination = {_KEY}
-       AND b.state <> 'closed'
-       AND ({_PROBE} OR {_EXTEND})
-    RETURNING b.state, b.probe_run_id, b.retry_at, b.park_until, b.failures
-)
-SELECT c.now, {_KEY},
-       coalesce(x.state, b.state), coalesce(x.probe_run_id, b.probe_run_id),
-       coalesce(x.retry_at, b.retry_at), coalesce(x.park_until, b.park_until),
-       coalesce(x.failures, b.failures, 0)
-  FROM clock c
-  LEFT JOIN pgsched_breaker b ON b.tenant = %(tenant)s AND b.destination = {_KEY}
-  LEFT JOIN changed x ON true
-"""
-
-# A failed delivery. Transitions: closed -> open at the threshold; half-open ->
-# open when the probe fails (or was given up); open stays open.
-_REOPEN = (
-    "(b.state = 'half_open' AND (b.probe_run_id IS NOT DISTINCT FROM %(run)s"
-    " OR b.retry_at <= excluded.since))"
-)
-_OPEN = "(b.state = 'closed' AND b.failures + 1 >= %(threshold)s)"
-_COOLDOWN = "least(coalesce(b.cooldown, %(cooldown)s) * 2, %(cooldown_max)s)"
-FAILURE_SQL = f"""
-INSERT INTO pgsched_breaker AS b
-       (tenant, destination, state, failures, since, retry_at, cooldown, park_until, opened,
-        opened_at, last_error, last_failure_at)
-SELECT %(tenant)s, {_KEY}, CASE WHEN o THEN 'open' ELSE 'closed' END, 1, now,
-       CASE WHEN o THEN now + %(cooldown)s END, CASE WHEN o THEN %(cooldown)s END,
-       CASE WHEN o THEN now + %(park)s END, CASE WHEN o THEN 1 ELSE 0 END,
-       CASE WHEN o THEN now END, %(error)s, now
-  FROM (SELECT clock_timestamp() AS now, %(threshold)s <= 1 AS o) c
-ON CONFLICT (tenant, destination) DO UPDATE
-   SET failures = b.failures + 1,
-       last_error = excluded.last_error,
-       last_failure_at = excluded.since,
-       state = CASE WHEN {_REOPEN} OR {_OPEN} THEN 'open' ELSE b.state END,
-       since = CASE WHEN {_REOPEN} OR {_OPEN} THEN excluded.since ELSE b.since END,
-       cooldown = CASE WHEN {_REOPEN} THEN {_COOLDOWN}
-                       WHEN {_OPEN} THEN %(cooldown)s ELSE b.cooldown END,
-       retry_at = CASE WHEN {_REOPEN} THEN excluded.since + {_COOLDOWN}
-                       WHEN {_OPEN} THEN excluded.since + %(cooldown)s ELSE b.retry_at END,
-       park_until = CASE WHEN {_OPEN} THEN excluded.since + %(park)s ELSE b.park_until END,
-       opened_at = CASE WHEN {_OPEN} THEN excluded.since ELSE b.opened_at END,
-       probe_run_id = CASE WHEN {_REOPEN} THEN NULL ELSE b.probe_run_id END,
-       opened = b.opened + CASE WHEN {_OPEN} THEN 1 ELSE 0 END
-RETURNING b.state, b.destination, b.retry_at, b.park_until, b.failures,
-          (b.state = 'open' AND b.since = b.last_failure_at) AS changed,
-          (b.state = 'open' AND b.opened_at = b.last_failure_at) AS opened_now
-"""
-
-# Hold back the waiting runs of a destination that just opened: each moves to
-# park_until (no attempt used, nothing failed). Runs being claimed right now are
-# skipped: they meet the breaker when their job asks.
-# With %(hold)s false, only the probe is designated. With %(designate)s, the
-# oldest waiting run is kept for retry_at instead: the next probe, when the run
-# that failed has no attempt left to be it.
-HOLD_SQL = """
-WITH locked AS MATERIALIZED (
-    SELECT r.id, r.fire_after
-      FROM pgsched_job_run r
-     WHERE r.job = 'pgsched.http'
-       AND r.status IN ('pending', 'retrying')
-       AND r.tenant = %(tenant)s
-       AND pgsched_http_destination(r.kwargs ->> 'url') = %(destination)s
-       AND r.fire_after < %(park_until)s
-       AND r.id <> %(run)s
-     ORDER BY r.fire_after, r.id
-     LIMIT CASE WHEN %(hold)s THEN %(limit)s ELSE 1 END
-       FOR NO KEY UPDATE OF r SKIP LOCKED
-),
-held AS (
-    SELECT id, row_number() OVER (ORDER BY fire_after, id) AS n FROM locked
-)
-UPDATE pgsched_job_run r
-   SET fire_after = CASE WHEN held.n = 1 AND %(designate)s THEN %(retry_at)s
-                         ELSE %(park_until)s END
-  FROM held
- WHERE r.id = held.id
-   AND (%(hold)s OR (held.n = 1 AND %(designate)s))
-"""
-
-# Close (after a success) and release what was held back: each held run gets its
-# own time back (scheduled_for), or now if that has passed.
-SUCCESS_SQL = f"""
-WITH old AS MATERIALIZED (
-    SELECT id, park_until, opened_at, state
-      FROM pgsched_breaker
-     WHERE tenant = %(tenant)s AND destination = {_KEY}
-       AND (state <> 'closed' OR failures > 0)
-       FOR NO KEY UPDATE
-),
-closed AS (
-    UPDATE pgsched_breaker b
-       SET state = 'closed', failures = 0, retry_at = NULL, cooldown = NULL, probe_run_id = NULL,
-           park_until = NULL, last_success_at = clock_timestamp(),
-           since = CASE WHEN b.state <> 'closed' THEN clock_timestamp() ELSE b.since END
-      FROM old
-     WHERE b.id = old.id
-    RETURNING b.destination
-),
-released AS (
-    UPDATE pgsched_job_run r
-       SET fire_after = greatest(clock_timestamp(), r.scheduled_for)
-      FROM old
-     WHERE old.park_until IS NOT NULL
-       AND r.job = 'pgsched.http'
-       AND r.status IN ('pending', 'retrying')
-       AND r.tenant = %(tenant)s
-       AND pgsched_http_destination(r.kwargs ->> 'url') = (SELECT destination FROM closed)
-       -- every held run waits until some park_until of this episode: from its opening
-       -- plus PARK to the latest (a run deferred by its server waits less than that)
-       AND r.fire_after BETWEEN old.opened_at + %(park)s AND old.park_until
-    RETURNING r.id
-)
-SELECT (SELECT state FROM old), (SELECT count(*) FROM released)
-"""
+# The breaker's statements (queries.sql): admit, failure and success are templates,
+# filled in with the fragments named after their fields.
+_FRAGMENTS = {
+    name: sqlfiles.get("delivery", name)
+    for name in ("key", "probe", "extend", "reopen", "open", "next_cooldown")
+}
+ADMIT_SQL = sqlfiles.get("delivery", "admit").format(**_FRAGMENTS)
+FAILURE_SQL = sqlfiles.get("delivery", "failure").format(**_FRAGMENTS)
+HOLD_SQL = sqlfiles.get("delivery", "hold")
+SUCCESS_SQL = sqlfiles.get("delivery", "success").format(**_FRAGMENTS)
 
 
 @dataclass(frozen=True)

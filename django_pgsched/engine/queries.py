@@ -2,34 +2,27 @@
 
 The ORM cannot say "claim with SKIP LOCKED and update in one statement", so
 the hot paths live in one SQL file with a ``-- name: x`` header per block
-(procrastinate's habit). Everything else uses the ORM. Each block is run as
-a :class:`Statement` (its rows read into a typed record of ``rows.py`` by
-column name) or a :class:`Command` (no rows), with ``db.fetch()`` /
-``db.execute()``.
+(procrastinate's habit; every room of the package keeps its SQL the same way,
+read by :mod:`django_pgsched.sqlfiles`). Everything else uses the ORM. Each
+block is run as a :class:`Statement` (its rows read into a typed record of
+``rows.py`` by column name) or a :class:`Command` (no rows), with
+``db.fetch()`` / ``db.execute()``; or it is one of :data:`TEMPLATES`, which
+``stranded.py`` fills in and runs itself.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import cache
-from importlib.resources import files
 from typing import Any, Generic, TypeVar
 
+from .. import sqlfiles
 from . import rows
-
-_HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 
 @cache
 def _load() -> dict[str, str]:
-    text = files(__package__).joinpath("queries.sql").read_text(encoding="utf-8")
-    parts = _HEADER.split(text)
-    queries: dict[str, str] = {}
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        lines = [line for line in body.strip().splitlines() if not line.lstrip().startswith("--")]
-        queries[name] = "\n".join(lines).strip().rstrip(";")
-    return queries
+    return dict(sqlfiles.load("engine"))
 
 
 def get(name: str) -> str:
@@ -99,6 +92,8 @@ CANCEL_RUNS = Statement("cancel_runs", rows.CancelledRun)
 TASK_ENQUEUE = Statement("task_enqueue", rows.TaskEnqueued)
 WAKE_EXECUTORS = Statement("wake_executors", rows.Notified)
 DATABASE_NOW = Statement("database_now", rows.DatabaseNow)
+# engine/stranded.py: a stranded (job, queue)'s older runs cancelled, one kept per schedule
+STRANDED_COALESCE = Command("stranded_coalesce")
 
 #: Every named block, as the engine runs it.
 STATEMENTS: tuple[Statement[Any] | Command, ...] = (
@@ -130,4 +125,10 @@ STATEMENTS: tuple[Statement[Any] | Command, ...] = (
     TASK_ENQUEUE,
     WAKE_EXECUTORS,
     DATABASE_NOW,
+    STRANDED_COALESCE,
 )
+
+#: The named blocks filled in with :meth:`str.format` before they run, so neither a
+#: Statement nor a Command: engine/stranded.py's (its advisory locks' classes; the CTE
+#: and the test they make, which the backlog gauge of ops/metrics.py reads too).
+TEMPLATES: tuple[str, ...] = ("stranded_held", "stranded_runnable", "stranded_runs")

@@ -872,7 +872,10 @@ picked AS (
                      WHERE r.tenant >= room.key AND r.tenant <= room.key  -- see executor_fair_pick
                        AND r.tenant <> ''  -- the partial index's
                        AND r.status IN ('pending', 'retrying')
-                       AND r.scheduled_for >= coalesce(%(live_since)s::timestamptz, '-infinity')
+                       -- no bound on scheduled_for (the horizon of executor_pass): with
+                       -- one, PostgreSQL 18 reads the tenant's whole history by
+                       -- pgsched_run_tenant_idx; a month without an unfinished run costs
+                       -- a probe of an empty partial index
                        AND r.fire_after <= (SELECT now FROM clock)
                        AND (r.claim_expires_at IS NULL
                             OR r.claim_expires_at < (SELECT now FROM clock))
@@ -1005,8 +1008,7 @@ picked AS (
                              WHERE r.tenant >= a.tenant AND r.tenant <= a.tenant  -- see executor_fair_pick
                                AND r.tenant <> ''  -- the partial index's
                                AND r.status IN ('pending', 'retrying')
-                               AND r.scheduled_for
-                                   >= coalesce(%(live_since)s::timestamptz, '-infinity')
+                               -- no horizon: see executor_held_pick
                                AND r.fire_after <= (SELECT now FROM clock)
                                AND (r.claim_expires_at IS NULL
                                     OR r.claim_expires_at < (SELECT now FROM clock))
@@ -1318,3 +1320,65 @@ SELECT statement_timestamp() AS now;
 -- in this transaction (django_pgsched.partitions.months). A catalog lookup per month
 -- when they exist; sent only for months this process has not seen attached.
 SELECT pgsched_ensure_months(%(times)b::timestamptz[]) AS created;
+
+
+-- name: stranded_held
+-- A fragment (engine/stranded.py fills it in and puts it in a WITH; so does the
+-- backlog gauge, ops/metrics.py): the live registrations, as the CTE held. Each
+-- replica's executor session holds a shared advisory lock per job it registers,
+-- or per (job, queue) it serves; {job_key} and {queue_key} are those locks'
+-- classes (stranded.JOB_KEY, stranded.QUEUE_KEY).
+held AS (
+    SELECT l.classid::bigint AS ns, l.objid AS key
+      FROM pg_locks l
+     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+       AND l.classid IN ({job_key}::oid, {queue_key}::oid)
+       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+)
+
+
+-- name: stranded_runnable
+-- A fragment, after stranded_held: some live replica could run the run r (its job
+-- registered, or its job in its queue). {job_key} and {queue_key} as above.
+EXISTS (SELECT 1 FROM held h
+         WHERE (h.ns = {job_key} AND h.key = hashtext(r.job)::oid)
+            OR (h.ns = {queue_key} AND h.key = hashtext(r.job || chr(31) || r.queue)::oid))
+
+
+-- name: stranded_runs
+-- The stranded runs by (job, queue): pending, never started, due for longer than the
+-- grace (in seconds), and runnable by no live replica; none while no replica
+-- registers anything at all. {held} and {runnable}: the two fragments above.
+/* stranded runs */
+WITH {held},
+clock AS (SELECT coalesce(%(now)s::timestamptz, statement_timestamp()) AS now)
+SELECT r.job, r.queue, count(*), count(DISTINCT r.schedule_id)
+  FROM pgsched_job_run r, clock
+ WHERE r.status = 'pending' AND r.attempts = 0
+   AND r.fire_after < clock.now - make_interval(secs => %(grace)s)
+   AND EXISTS (SELECT 1 FROM held)
+   AND NOT {runnable}
+ GROUP BY r.job, r.queue
+ ORDER BY r.job, r.queue;
+
+
+-- name: stranded_coalesce
+-- A (job, queue) seen stranded for the whole grace: each schedule keeps its newest
+-- stranded run, the older ones are cancelled with a note naming the run kept.
+WITH stranded AS (
+    SELECT r.id, r.schedule_id,
+           first_value(r.id) OVER (PARTITION BY r.schedule_id
+                                   ORDER BY r.scheduled_for DESC, r.id DESC) AS kept
+      FROM pgsched_job_run r
+     WHERE r.job = %(job)s AND r.queue = %(queue)s AND r.schedule_id IS NOT NULL
+       AND r.status = 'pending' AND r.attempts = 0
+       AND r.fire_after < coalesce(%(now)s::timestamptz, statement_timestamp())
+                          - make_interval(secs => %(grace)s)
+)
+UPDATE pgsched_job_run r
+   SET status = 'cancelled', finished_at = clock_timestamp(),
+       note = 'stranded: no live replica runs ' || r.job || ' in queue ' || r.queue
+              || '; kept run ' || s.kept
+  FROM stranded s
+ WHERE r.id = s.id AND s.id <> s.kept
+   AND r.status = 'pending' AND r.attempts = 0;

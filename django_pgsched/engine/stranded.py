@@ -39,7 +39,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..conf import Settings, get_settings
 from ..registry import all_jobs
-from . import db
+from . import db, queries
 
 logger = logging.getLogger(__name__)
 
@@ -48,52 +48,13 @@ QUEUE_KEY = 1885827842  # a (job, queue) pair
 SEPARATOR = chr(31)
 _REGISTERED_ATTR = "_pgsched_registered"
 
-# The live registrations (a CTE) and the test for a run r (job, queue).
-HELD = f"""
-held AS (
-    SELECT l.classid::bigint AS ns, l.objid AS key
-      FROM pg_locks l
-     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-       AND l.classid IN ({JOB_KEY}::oid, {QUEUE_KEY}::oid)
-       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-)"""
-RUNNABLE = f"""EXISTS (SELECT 1 FROM held h
-         WHERE (h.ns = {JOB_KEY} AND h.key = hashtext(r.job)::oid)
-            OR (h.ns = {QUEUE_KEY} AND h.key = hashtext(r.job || chr(31) || r.queue)::oid))"""
+# The live registrations (a CTE) and the test for a run r (job, queue): queries.sql
+HELD = queries.get("stranded_held").format(job_key=JOB_KEY, queue_key=QUEUE_KEY)
+RUNNABLE = queries.get("stranded_runnable").format(job_key=JOB_KEY, queue_key=QUEUE_KEY)
 
-STRANDED_SQL = f"""
-/* stranded runs */
-WITH {HELD},
-clock AS (SELECT coalesce(%(now)s::timestamptz, statement_timestamp()) AS now)
-SELECT r.job, r.queue, count(*), count(DISTINCT r.schedule_id)
-  FROM pgsched_job_run r, clock
- WHERE r.status = 'pending' AND r.attempts = 0
-   AND r.fire_after < clock.now - make_interval(secs => %(grace)s)
-   AND EXISTS (SELECT 1 FROM held)
-   AND NOT {RUNNABLE}
- GROUP BY r.job, r.queue
- ORDER BY r.job, r.queue
-"""
+STRANDED_SQL = queries.get("stranded_runs").format(held=HELD, runnable=RUNNABLE)
 
-COALESCE_SQL = """
-WITH stranded AS (
-    SELECT r.id, r.schedule_id,
-           first_value(r.id) OVER (PARTITION BY r.schedule_id
-                                   ORDER BY r.scheduled_for DESC, r.id DESC) AS kept
-      FROM pgsched_job_run r
-     WHERE r.job = %(job)s AND r.queue = %(queue)s AND r.schedule_id IS NOT NULL
-       AND r.status = 'pending' AND r.attempts = 0
-       AND r.fire_after < coalesce(%(now)s::timestamptz, statement_timestamp())
-                          - make_interval(secs => %(grace)s)
-)
-UPDATE pgsched_job_run r
-   SET status = 'cancelled', finished_at = clock_timestamp(),
-       note = 'stranded: no live replica runs ' || r.job || ' in queue ' || r.queue
-              || '; kept run ' || s.kept
-  FROM stranded s
- WHERE r.id = s.id AND s.id <> s.kept
-   AND r.status = 'pending' AND r.attempts = 0
-"""
+COALESCE_SQL = queries.STRANDED_COALESCE.sql
 
 
 def lock_keys(jobs: Iterable[str], queues: Sequence[str] | None) -> list[tuple[int, str]]:

@@ -32,7 +32,7 @@ from django.core.exceptions import ValidationError
 from django.db import connections, transaction
 from django.utils import timezone
 
-from .. import events
+from .. import events, sqlfiles
 from ..conf import get_settings
 from ..engine import queries
 from ..engine.policies import Skipped
@@ -43,49 +43,13 @@ from ..statuses import COUNTED_REASONS
 from ..timing import spans as ranges
 from ..timing import timetable
 
-UNPLANNED_SQL = """
-SELECT unplanned_from, statement_timestamp() FROM pgsched_schedule WHERE id = %(id)s
-"""
-
-EXISTING_SQL = """
-SELECT scheduled_for FROM pgsched_job_run
- WHERE schedule_id = %(id)s AND scheduled_for >= %(start)s AND scheduled_for < %(end)s
-"""
-
-EXISTING_COUNT_SQL = """
-SELECT count(*) FROM pgsched_job_run
- WHERE schedule_id = %(id)s AND scheduled_for >= %(start)s AND scheduled_for < %(end)s
-"""
-
-ENSURE_MONTHS_SQL = "SELECT pgsched_ensure_months(%(times)s::timestamptz[])"
-
-INSERT_SQL = """
-WITH occurrence AS (
-    SELECT unnest(%(times)s::timestamptz[]) AS scheduled_for
-)
-INSERT INTO pgsched_job_run
-       (schedule_id, schedule_name, scheduled_for, idempotency_key, job, kwargs, queue, status,
-        fire_after, attempts, max_attempts, timeout, note, tenant, is_backfill, overlap)
-SELECT s.id, s.name, o.scheduled_for,
-       'pgsched:' || s.id || ':'
-           || to_char(o.scheduled_for AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
-       s.job, s.kwargs, %(queue)s, 'pending', statement_timestamp(), 0,
-       coalesce(s.max_attempts, %(max_attempts)s), coalesce(s.timeout, %(timeout)s),
-       %(note)s, s.tenant, true, nullif(s.overlap, 'allow')
-  FROM occurrence o, pgsched_schedule s
- WHERE s.id = %(id)s
- ORDER BY o.scheduled_for
-    ON CONFLICT DO NOTHING
-RETURNING scheduled_for
-"""
-
-RANGES_SQL = """
-SELECT id, first, last, count, reason FROM pgsched_skipped_range
- WHERE schedule_id = %(id)s AND last >= %(first)s AND first <= %(last)s
-   AND reason <> 'dst_gap'  -- times that never existed: no occurrence is one of them
- ORDER BY first
-   FOR UPDATE
-"""
+# the backfill's statements (queries.sql)
+UNPLANNED_SQL = sqlfiles.get("ledger", "backfill_unplanned")
+EXISTING_SQL = sqlfiles.get("ledger", "backfill_existing")
+EXISTING_COUNT_SQL = sqlfiles.get("ledger", "backfill_existing_count")
+ENSURE_MONTHS_SQL = sqlfiles.get("ledger", "backfill_ensure_months")
+INSERT_SQL = sqlfiles.get("ledger", "backfill_insert")
+RANGES_SQL = sqlfiles.get("ledger", "backfill_ranges")
 
 
 class BackfillRefused(ValueError):

@@ -24,35 +24,13 @@ from typing import Any
 
 from django.db import connections
 
+from .. import sqlfiles
 from ..conf import get_settings
 from ..timing import timetable, zoned
 
 SLACK = timedelta(minutes=1)
 
-CANDIDATES_SQL = """
-WITH clock AS (SELECT coalesce(%(now)s::timestamptz, statement_timestamp()) AS now)
-SELECT s.name, s.cron, s."interval", s.anchor, s.timezone, s.dst_gap, s.dst_fold,
-       s.next_fire_at, g.grace, clock.now,
-       greatest(started.scheduled_for, s.created_at, s.updated_at) AS since,
-       started.scheduled_for IS NOT DISTINCT FROM
-           greatest(started.scheduled_for, s.created_at, s.updated_at) AS since_run
-  FROM pgsched_schedule s
- CROSS JOIN clock
- CROSS JOIN LATERAL (SELECT coalesce(s.misfire_grace, %(grace)s) AS grace) g
-  LEFT JOIN LATERAL (
-        SELECT r.scheduled_for FROM pgsched_job_run r
-         WHERE r.schedule_id = s.id AND r.started_at IS NOT NULL
-         ORDER BY r.scheduled_for DESC
-         LIMIT 1
-       ) started ON true
- WHERE s.status = 'active' AND s.name > %(after)s
-   AND (s.next_fire_at < clock.now - g.grace - %(lookahead)s - %(slack)s
-        -- at least two occurrences (each a second or more apart) before now - grace
-        OR greatest(started.scheduled_for, s.created_at, s.updated_at)
-           < clock.now - g.grace - coalesce(2 * s."interval", interval '2 seconds'))
- ORDER BY s.name
- LIMIT %(batch)s
-"""
+CANDIDATES_SQL = sqlfiles.get("ledger", "stall_candidates")
 BATCH = 1000  # candidates read per statement (a cron's are only roughly filtered in SQL)
 
 

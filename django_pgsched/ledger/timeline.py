@@ -22,6 +22,9 @@ the JSON API's ``schedules/<name>/occurrences/``. Outcomes:
     planner is running, or it is stalled);
 ``unknown``
     neither a run nor a ledger point: retention deleted its history.
+
+A point of the timetable from before the schedule was created, with no run (a
+backfill may make runs from before it), was never an occurrence and is left out.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 
+from .. import sqlfiles
 from ..conf import get_settings
 from ..statuses import RunStatus, ScheduleStatus, SkipReason
 
@@ -42,19 +46,9 @@ if TYPE_CHECKING:
 MAX_OCCURRENCES = 1000  # at most this many per call
 _EPOCH = datetime(1, 1, 2, tzinfo=UTC)
 
-STATE_SQL = """
-SELECT status, next_fire_at, unplanned_from, unplanned_reason, statement_timestamp()
-  FROM pgsched_schedule WHERE id = %s
-"""
-RUNS_SQL = """
-SELECT scheduled_for, id, status, is_backfill FROM pgsched_job_run
- WHERE schedule_id = %s AND scheduled_for = ANY(%s)
-"""
-RANGES_SQL = """
-SELECT first, last, count, reason FROM pgsched_skipped_range
- WHERE schedule_id = %s AND last >= %s AND first <= %s AND reason <> 'dst_gap'
- ORDER BY first
-"""
+STATE_SQL = sqlfiles.get("ledger", "timeline_state")
+RUNS_SQL = sqlfiles.get("ledger", "timeline_runs")
+RANGES_SQL = sqlfiles.get("ledger", "timeline_ranges")
 
 
 @dataclass(frozen=True)
@@ -109,6 +103,7 @@ def occurrences(
         cursor.execute(RANGES_SQL, [schedule.pk, points[0], points[-1]])
         ranges = cursor.fetchall()
     firsts = [r[0] for r in ranges]
+    created = schedule.created_at
     out = []
     for t in reversed(points):
         run = runs.get(t)
@@ -130,8 +125,9 @@ def occurrences(
             out.append(Occurrence(t, "stopped", reason=unplanned_reason))
         elif next_fire_at is None or t >= next_fire_at:
             out.append(Occurrence(t, "overdue"))
-        else:
+        elif created is None or t >= created:
             out.append(Occurrence(t, "unknown"))
+        # else: before the schedule existed, not one of its occurrences
     return out
 
 

@@ -44,6 +44,7 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import connections, router
 
+from .. import sqlfiles
 from ..conf import Settings, get_settings
 from ..partitions import layout
 
@@ -342,18 +343,7 @@ def _check_occurrence_index(conn: Any) -> list[checks.CheckMessage]:
     ]
 
 
-AUDIT_COVERAGE_SQL = """
-SELECT a.attname
-  FROM pg_attribute a
- WHERE a.attrelid = 'pgsched_schedule'::regclass AND a.attnum > 0 AND NOT a.attisdropped
-   AND a.attname <> ALL (pgsched_schedule_runtime_columns())
-   AND NOT EXISTS (
-        SELECT 1 FROM pg_proc p
-         WHERE p.oid = to_regprocedure('pgsched_schedule_after_update()')
-           AND (p.prosrc LIKE '%%o.' || quote_ident(a.attname) || ',%%'
-                OR p.prosrc LIKE '%%o.' || quote_ident(a.attname) || ')%%'))
- ORDER BY a.attnum
-"""
+AUDIT_COVERAGE_SQL = sqlfiles.get("ops", "audit_coverage")
 
 
 def _check_audit_trigger(conn: Any) -> list[checks.CheckMessage]:

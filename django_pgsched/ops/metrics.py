@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from .. import events
+from .. import events, sqlfiles
 from ..conf import get_settings
 from ..delivery.models import BreakerState
 from ..engine import stranded
@@ -229,39 +229,16 @@ class Metrics:
 
 
 # The backlog counts what some live replica could run (engine/stranded.py: the
-# replicas' registrations are advisory locks); while none is registered at all (every
-# executor down or starting), every due run counts, so that autoscaling sees the work.
-BACKLOG_SQL = f"""
-WITH {stranded.HELD}
-SELECT clock_timestamp(),
-       (SELECT count(*) FROM pgsched_job_run r
-         WHERE r.status = ANY(%(unfinished)s) AND r.fire_after <= clock_timestamp()
-           AND (r.status = 'running' OR NOT EXISTS (SELECT 1 FROM held) OR {stranded.RUNNABLE})),
-       (SELECT count(*) FROM pgsched_schedule WHERE status = %(broken)s),
-       stranded.runs, stranded.schedules
-  FROM (SELECT count(*) AS runs, count(DISTINCT r.schedule_id) AS schedules
-          FROM pgsched_job_run r
-         WHERE r.status = 'pending' AND r.attempts = 0
-           AND r.fire_after < clock_timestamp() - make_interval(secs => %(grace)s)
-           AND EXISTS (SELECT 1 FROM held) AND NOT {stranded.RUNNABLE}) stranded
-"""
+# replicas' registrations are advisory locks); queries.sql says more.
+BACKLOG_SQL = sqlfiles.get("ops", "backlog").format(held=stranded.HELD, runnable=stranded.RUNNABLE)
 
 
 # Per-tenant gauges (PGSCHED["METRICS_TENANT_LABEL"]): each from the partial index of
-# its runs (pgsched_run_tenant_running_idx, pgsched_run_tenant_due_idx), never the
-# history; at most TENANTS_LIMIT tenants each, the busiest first.
+# its runs, never the history; at most TENANTS_LIMIT tenants each, the busiest first.
 TENANTS_LIMIT = 1000
-TENANT_RUNNING_SQL = """
-SELECT tenant, count(*) FROM pgsched_job_run
- WHERE status = 'running' AND tenant <> '' AND claim_expires_at >= clock_timestamp()
- GROUP BY tenant ORDER BY count(*) DESC, tenant LIMIT %(limit)s
-"""
-TENANT_DUE_SQL = """
-SELECT tenant, count(*) FROM pgsched_job_run
- WHERE status IN ('pending', 'retrying') AND tenant <> '' AND fire_after <= clock_timestamp()
- GROUP BY tenant ORDER BY count(*) DESC, tenant LIMIT %(limit)s
-"""
-TENANT_PAUSED_SQL = "SELECT key, 1 FROM pgsched_tenant WHERE paused ORDER BY key LIMIT %(limit)s"
+TENANT_RUNNING_SQL = sqlfiles.get("ops", "tenant_running")
+TENANT_DUE_SQL = sqlfiles.get("ops", "tenant_due")
+TENANT_PAUSED_SQL = sqlfiles.get("ops", "tenant_paused")
 
 
 def _tenant_rows(alias: str, sql: str, name: str) -> list[tuple[Any, ...]] | None:

@@ -17,18 +17,12 @@ from typing import Any
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from .. import sqlfiles
 from .months import TABLES, add_months, month_start
 
 _NAME = re.compile(r"^(pgsched_job_run|pgsched_attempt)_p(\d{4})(\d{2})$")
 
-LAYOUT_SQL = """
-SELECT c.relname, i.inhrelid IS NOT NULL AS attached, coalesce(i.inhdetachpending, false)
-  FROM pg_class c
-  LEFT JOIN pg_inherits i ON i.inhrelid = c.oid
- WHERE c.relnamespace = current_schema()::regnamespace
-   AND c.relkind = 'r'
-   AND c.relname ~ '^pgsched_(job_run|attempt)_p[0-9]{6}$'
-"""
+LAYOUT_SQL = sqlfiles.get("partitions", "month_layout")
 
 # The same key as pgsched_create_month's transaction lock: upkeep, retention and an
 # insert creating its month on demand never work on one month at once.

@@ -37,6 +37,7 @@ from datetime import datetime
 from django.db import DatabaseError, OperationalError
 from django.db.backends.base.base import BaseDatabaseWrapper
 
+from .. import sqlfiles
 from ..conf import Settings, get_settings
 from ..engine import failpoints
 from ..statuses import UNFINISHED_STATUSES
@@ -46,11 +47,10 @@ from .upkeep import ATTACH_LOCK_TIMEOUT, DETACH_LOCK_TIMEOUT, settled_layout
 
 logger = logging.getLogger(__name__)
 
-STATE_SQL = """
-SELECT count(*) FILTER (WHERE status IN ({unfinished})),
-       max(finished_at), count(*)
-  FROM {{table}}
-""".format(unfinished=", ".join(f"'{status}'" for status in UNFINISHED_STATUSES))
+# a month's table is named per call: {table} is left for it
+STATE_SQL = sqlfiles.get("partitions", "month_state").format(
+    unfinished=", ".join(f"'{status}'" for status in UNFINISHED_STATUSES), table="{table}"
+)
 
 
 @dataclass

@@ -7,7 +7,7 @@ when PGSCHED["TENANT_RESOLVER"] names it; without a resolver, staff only.
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from importlib.resources import files
 from typing import Any
 
@@ -381,6 +381,8 @@ def test_a_timeline_is_of_the_tenants_own_schedule_of_that_name(client, admin_cl
     settings.PGSCHED = {}  # no resolver: staff only
     for tenant, cron in [("acme", "0 * * * *"), ("globex", "30 * * * *"), ("", "15 * * * *")]:
         Schedule.objects.create(name="twin", job="tests.noop", cron=cron, tenant=tenant)
+    # created before the times asked about (a time before its creation is not listed)
+    Schedule.objects.filter(name="twin").update(created_at=datetime(2026, 1, 1, tzinfo=UTC))
     url = "/scheduler/schedules/twin/occurrences/"
     params = {"since": "2026-03-01T00:00:00Z", "until": "2026-03-01T02:00:00Z"}
 

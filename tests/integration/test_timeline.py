@@ -55,6 +55,18 @@ def test_each_occurrence_is_a_run_a_ledger_point_or_not_yet(story):
     assert len(occurrences(story, until=T, limit=10)) == 10
 
 
+def test_the_times_before_a_schedule_was_created_are_not_its_occurrences(make_schedule):
+    s = make_schedule()  # every second, created now (the database's clock)
+    before = s.created_at
+    assert occurrences(s, since=before - seconds(10), until=before) == []
+    # created an hour earlier: the same seconds, neither run nor in the ledger, were its
+    # occurrences and their history is gone (retention)
+    Schedule.objects.filter(pk=s.pk).update(created_at=before - seconds(3600))
+    s.refresh_from_db()
+    found = occurrences(s, since=before - seconds(10), until=before)
+    assert len(found) == 10 and {o.outcome for o in found} == {"unknown"}
+
+
 def test_a_paused_schedule_shows_what_it_did_not_plan(story):
     Schedule.objects.filter(pk=story.pk).update(status="paused")
     found = occurrences(story, since=T + seconds(4), until=T + seconds(8))
