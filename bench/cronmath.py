@@ -5,7 +5,7 @@ Every schedule is ``0 * * * *`` with its next fire at the top of this hour,
 as in the planner benchmark. Three ways:
 
 - ``memoised``: the planner's own path, a memo per batch of 500 (one decision
-  per distinct lattice and from-time, then dictionary hits);
+  per distinct grid and from-time, then dictionary hits);
 - ``per_schedule``: a decision per schedule (the parsed timetable still cached);
 - ``cold``: a parse and a decision per schedule (the parse cache cleared each
   time), timed on a sample and scaled to N.
@@ -83,14 +83,14 @@ def zoned_outage() -> dict[str, Any]:
     from django_pgsched.engine.policies import decide
     from django_pgsched.timing import zoned
 
-    lattice = zoned.cron("* * * * * *", "Europe/Berlin", "skip")
+    grid = zoned.cron("* * * * * *", "Europe/Berlin", "skip")
     start = datetime(2026, 3, 28, 13, tzinfo=UTC)
     now = datetime(2026, 3, 29, 13, tzinfo=UTC)
     zoned.forget()  # cold: the zone's transitions are found afresh
-    lattice = zoned.cron("* * * * * *", "Europe/Berlin", "skip")
+    grid = zoned.cron("* * * * * *", "Europe/Berlin", "skip")
     started = time.perf_counter()
     decision = decide(
-        lattice,
+        grid,
         next_fire_at=start,
         now=now,
         lookahead=timedelta(seconds=5),
@@ -101,7 +101,7 @@ def zoned_outage() -> dict[str, Any]:
     decided = time.perf_counter() - started
     assert (decision.skipped, decision.gap_skipped) == (86_340, 3600), decision.skipped
     started = time.perf_counter()
-    stepped = sum(1 for _ in lattice.occurrences(start, now))
+    stepped = sum(1 for _ in grid.occurrences(start, now))
     stepping = time.perf_counter() - started
     assert stepped == 86_400 - 3600 + 3600 - 0  # every real second of the day
     return {"zoned_outage": decided, "zoned_outage_stepping": stepping}

@@ -172,12 +172,12 @@ class ScheduleColumns:
             return format_html("{}", "Shown once the schedule is saved.")
         now = getattr(obj, "pgsched_now", None) or db_now()
         try:
-            lattice = obj.get_timetable()
-            times = lattice.following(now, PREVIEW)
+            grid = obj.get_timetable()
+            times = grid.following(now, PREVIEW)
             words = describe.cron(obj.cron) if obj.cron else describe.interval(obj.interval)  # type: ignore[arg-type]
         except timetable.TimetableError as exc:
             return format_html('<span class="pgsched-error">{}</span>', exc)
-        items = format_html_join("", "<li>{}</li>", ((fire_time(lattice, t, now),) for t in times))
+        items = format_html_join("", "<li>{}</li>", ((fire_time(grid, t, now),) for t in times))
         paused = "" if obj.status == ScheduleStatus.ACTIVE else " (once resumed)"
         jitter = ""
         if obj.jitter:
@@ -191,8 +191,8 @@ class ScheduleColumns:
             jitter,
             items,
         )
-        if isinstance(lattice, zoned.ZonedCronTimetable):
-            html = format_html("{}{}", html, transitions_preview(lattice, now))
+        if isinstance(grid, zoned.ZonedCronTimetable):
+            html = format_html("{}{}", html, transitions_preview(grid, now))
         return html
 
     @admin.display(description="Timeline")

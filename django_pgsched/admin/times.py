@@ -53,14 +53,14 @@ def local_and_utc(note: zoned.Annotation) -> SafeString:
     )
 
 
-def fire_time(lattice: timetable.Timetable, t: datetime, now: datetime) -> SafeString:
+def fire_time(grid: timetable.Timetable, t: datetime, now: datetime) -> SafeString:
     """One item of the preview: local time and offset (zoned), UTC, relative, and any note."""
     relative = describe.relative(t, now)
-    if not isinstance(lattice, zoned.ZonedCronTimetable):
+    if not isinstance(grid, zoned.ZonedCronTimetable):
         return format_html(
             '{} UTC <span class="pgsched-muted">{}</span>', t.strftime(TIME), relative
         )
-    note = lattice.annotate(t)
+    note = grid.annotate(t)
     html = format_html(
         '{} · {} UTC <span class="pgsched-muted">{}</span>',
         local_and_utc(note),
@@ -72,10 +72,10 @@ def fire_time(lattice: timetable.Timetable, t: datetime, now: datetime) -> SafeS
     return html
 
 
-def transitions_preview(lattice: zoned.ZonedCronTimetable, now: datetime) -> SafeString:
+def transitions_preview(grid: zoned.ZonedCronTimetable, now: datetime) -> SafeString:
     """The fire times around the zone's next transitions, as ``pgsched_cron --tz`` shows them."""
     lo = zones.from_datetime(now) + 1
-    found = zones.transitions(lattice.zone, lo, lo + 3 * 366 * 86_400)[:TRANSITIONS]
+    found = zones.transitions(grid.zone, lo, lo + 3 * 366 * 86_400)[:TRANSITIONS]
     if not found:
         return format_html('<p class="pgsched-muted">{}</p>', "No transition in the next 3 years.")
     parts = []
@@ -83,14 +83,14 @@ def transitions_preview(lattice: zoned.ZonedCronTimetable, now: datetime) -> Saf
         at = zones.to_datetime(tr.at)
         span = timedelta(seconds=abs(tr.change))
         start = at - span if tr.change < 0 else at
-        times = lattice.latest(start - timedelta(days=2), start, 1)
+        times = grid.latest(start - timedelta(days=2), start, 1)
         try:
-            times += lattice.following(start - timedelta(seconds=1), 3)
+            times += grid.following(start - timedelta(seconds=1), 3)
         except timetable.TimetableError:
             pass
         what = "clocks go forward" if tr.change > 0 else "clocks go back"
-        local = at.astimezone(lattice.zone)
-        skipped = sum(g.count for g in lattice.gap_skips(at, at + timedelta(seconds=1)))
+        local = at.astimezone(grid.zone)
+        skipped = sum(g.count for g in grid.gap_skips(at, at + timedelta(seconds=1)))
         extra = f"; {skipped} matching time(s) skipped (dst_gap)" if skipped else ""
         parts.append(
             format_html(
@@ -99,12 +99,12 @@ def transitions_preview(lattice: zoned.ZonedCronTimetable, now: datetime) -> Saf
                 what,
                 describe.duration(span),
                 extra,
-                format_html_join("", "<li>{}</li>", ((fire_time(lattice, t, now),) for t in times)),
+                format_html_join("", "<li>{}</li>", ((fire_time(grid, t, now),) for t in times)),
             )
         )
     return format_html(
         "<p><strong>Around the next transitions of {}</strong></p>"
         '<ul class="pgsched-preview">{}</ul>',
-        lattice.zone_name,
+        grid.zone_name,
         format_html_join("", "{}", ((p,) for p in parts)),
     )

@@ -100,7 +100,7 @@ def _ledgered(row: GuardDecision) -> bool:
     return row.schedule_id is not None and row.scheduled_for is not None
 
 
-def _lattice(row: GuardDecision) -> timetable.Timetable:
+def _grid(row: GuardDecision) -> timetable.Timetable:
     if row.timezone is None or row.dst_gap is None or row.dst_fold is None:
         raise ValueError("no schedule")
     if row.cron:
@@ -118,8 +118,8 @@ def _apply_params(decided: Sequence[GuardDecision]) -> dict[str, Any]:
     span_rows: list[tuple[int, Skipped, datetime | None]] = []
     for (schedule_id, reason), rows in by_key.items():
         try:
-            lattice = _lattice(rows[0])
-            spans = group(lattice, [r.scheduled_for for r in rows], reason)  # type: ignore[misc]
+            grid = _grid(rows[0])
+            spans = group(grid, [r.scheduled_for for r in rows], reason)  # type: ignore[misc]
         except Exception:
             # the schedule's timetable is broken now: one point per occurrence, never extended
             span_rows += [
@@ -128,7 +128,7 @@ def _apply_params(decided: Sequence[GuardDecision]) -> dict[str, Any]:
             ]
             continue
         for s in spans:
-            found = lattice.latest(_EPOCH, s.first, 1)
+            found = grid.latest(_EPOCH, s.first, 1)
             span_rows.append((schedule_id, s, found[0] if found else None))
     return {
         "missed": [r.id for r in decided if r.reason == SkipReason.DEADLINE],

@@ -5,7 +5,7 @@ One :meth:`Planner.run_once` is one short transaction:
 1. claim up to a batch of active schedules due within the lookahead, with
    ``FOR NO KEY UPDATE SKIP LOCKED`` (two planners take different rows);
 2. compute each schedule's due occurrences and apply its misfire policy
-   (pure Python, memoised per distinct lattice and from-time);
+   (pure Python, memoised per distinct grid and from-time);
 3. in one statement, insert the runs with ``ON CONFLICT DO NOTHING`` against
    the unique ``(schedule_id, scheduled_for)`` index, advance ``next_fire_at``,
    add the discarded occurrences to ``skipped_occurrences``, record them in the
@@ -93,7 +93,7 @@ class _Row:
     schedule: DueSchedule
     id: int
     decision: Decision | None = None
-    lattice: timetable.Timetable | None = None
+    grid: timetable.Timetable | None = None
     spans: tuple[Skipped, ...] = ()  # the ledger's new ranges: the decision's, and unplanned ones
     fire_after: list[datetime] = field(default_factory=list)  # each run's, jitter added
     previous: list[datetime | None] = field(default_factory=list)  # the occurrence before a span
@@ -335,9 +335,9 @@ class Planner:
         try:
             memoised = memo.get(key)
             if memoised is None:
-                lattice = _lattice(due)
+                grid = _grid(due)
                 decision = decide(
-                    lattice,
+                    grid,
                     next_fire_at=due.next_fire_at,
                     now=db_now,
                     lookahead=s.PLANNER_LOOKAHEAD,
@@ -348,8 +348,8 @@ class Planner:
                 )
                 if decision.next_fire_at >= LAST_FIRE_TIME:
                     raise ValueError(f"next occurrence {decision.next_fire_at} is out of range")
-                memoised = memo[key] = (lattice, decision)
-            row.lattice, row.decision = memoised
+                memoised = memo[key] = (grid, decision)
+            row.grid, row.decision = memoised
             row.spans = row.decision.spans
         except Exception as exc:  # whatever one row holds, the rest of the batch goes ahead
             _broken(row, f"cannot compute occurrences: {exc}")
@@ -360,14 +360,14 @@ class Planner:
         resume carries on from there by the schedule's own policies."""
         due = row.schedule
         try:
-            lattice = _lattice(due)
-            start = due.next_fire_at or lattice.next_after(db_now)
-            following = lattice.next_after(db_now) if start <= db_now else start
-            paused = span(lattice, start, following, SkipReason.TENANT_PAUSED)
+            grid = _grid(due)
+            start = due.next_fire_at or grid.next_after(db_now)
+            following = grid.next_after(db_now) if start <= db_now else start
+            paused = span(grid, start, following, SkipReason.TENANT_PAUSED)
         except Exception as exc:  # whatever one row holds, the rest of the batch goes ahead
             _broken(row, f"cannot compute occurrences: {exc}")
             return
-        row.lattice = lattice
+        row.grid = grid
         row.decision = Decision(
             runs=(), skipped=0, next_fire_at=following, spans=(paused,) if paused else ()
         )
@@ -379,13 +379,13 @@ class Planner:
         They run from where it stopped to the first occurrence this pass
         decides (its ``next_fire_at``, or the first one after now).
         """
-        due, lattice = row.schedule, row.lattice
-        if due.unplanned_from is None or due.unplanned_reason is None or lattice is None:
+        due, grid = row.schedule, row.grid
+        if due.unplanned_from is None or due.unplanned_reason is None or grid is None:
             return
         try:
-            resumed = due.next_fire_at or lattice.next_after(db_now)
+            resumed = due.next_fire_at or grid.next_after(db_now)
             reason = STOPPED_REASONS[due.unplanned_reason]
-            stopped = span(lattice, due.unplanned_from, resumed, reason)
+            stopped = span(grid, due.unplanned_from, resumed, reason)
         except (timetable.TimetableError, ValueError, OverflowError, KeyError) as exc:
             logger.warning("schedule %s: unplanned occurrences not recorded: %s", row.id, exc)
             return
@@ -394,9 +394,9 @@ class Planner:
 
     def _previous(self, row: _Row, s: Skipped) -> datetime | None:
         """The occurrence before span ``s``: a range ending there may be extended."""
-        if row.lattice is None or s.reason == SkipReason.DST_GAP:
+        if row.grid is None or s.reason == SkipReason.DST_GAP:
             return None  # a gap's times never existed: it never extends a range
-        found = row.lattice.latest(_EPOCH, s.first, 1)
+        found = row.grid.latest(_EPOCH, s.first, 1)
         return found[0] if found else None
 
     def _defaults(self, job: str) -> JobDefaults:
@@ -527,21 +527,21 @@ def _fire_after(
     ``following`` memoises the next occurrence per (timetable, occurrence) for the
     pass: schedules that share a timetable share it (a herd on ``0 * * * *``).
     """
-    if not row.schedule.jitter or row.lattice is None:
+    if not row.schedule.jitter or row.grid is None:
         return list(runs)
     out = []
     for t in runs:
-        key = (id(row.lattice), t)
+        key = (id(row.grid), t)
         if key not in following:
             try:
-                following[key] = row.lattice.next_after(t)
+                following[key] = row.grid.next_after(t)
             except timetable.TimetableError:
                 following[key] = None
         out.append(t + jitter.offset(row.id, t, row.schedule.jitter, following[key]))
     return out
 
 
-def _lattice(due: Any) -> timetable.Timetable:
+def _grid(due: Any) -> timetable.Timetable:
     """A claimed schedule's timetable (its zone and DST policies for cron)."""
     if due.cron:
         return zoned.cron(due.cron, due.timezone, due.dst_gap, due.dst_fold)

@@ -4,7 +4,7 @@ Pure functions over a :class:`~django_pgsched.timing.timetable.Timetable`; the p
 calls :func:`decide` once per distinct (timetable, from-time) in a batch.
 
 Given the database time ``now``, the due occurrences of a schedule are
-``D = lattice ∩ [next_fire_at, now + lookahead]``. An occurrence ``t`` is
+``D = grid ∩ [next_fire_at, now + lookahead]``. An occurrence ``t`` is
 *missed* when ``t < now − grace``, otherwise *on time*.
 
 ========  ====================  ==============================================
@@ -47,13 +47,13 @@ class Decision:
         return sum(g.count for g in self.gap_skips)
 
 
-def span(lattice: Timetable, start: datetime, end: datetime, reason: str) -> Skipped | None:
+def span(grid: Timetable, start: datetime, end: datetime, reason: str) -> Skipped | None:
     """The occurrences in ``[start, end)`` as one span (None if there are none)."""
-    count = lattice.count(start, end) if end > start else 0
+    count = grid.count(start, end) if end > start else 0
     if count == 0:
         return None
-    first = next(iter(lattice.occurrences(start, end)))
-    (last,) = lattice.latest(start, end, 1)
+    first = next(iter(grid.occurrences(start, end)))
+    (last,) = grid.latest(start, end, 1)
     return Skipped(first, last, count, reason)
 
 
@@ -71,7 +71,7 @@ def ceil_second(t: datetime) -> datetime:
 
 
 def decide(
-    lattice: Timetable,
+    grid: Timetable,
     *,
     next_fire_at: datetime | None,
     now: datetime,
@@ -98,7 +98,7 @@ def decide(
     are consecutive) with the policy's reason, and each gap as a ``dst_gap`` span.
     """
     decision = _decide(
-        lattice,
+        grid,
         next_fire_at=next_fire_at,
         now=now,
         lookahead=lookahead,
@@ -108,7 +108,7 @@ def decide(
         max_runs=max_runs,
     )
     start = next_fire_at if next_fire_at is not None else floor_second(now) + SECOND
-    gaps = lattice.gap_skips(start, decision.next_fire_at)
+    gaps = grid.gap_skips(start, decision.next_fire_at)
     if not gaps:
         return decision
     gap_spans = tuple(Skipped(g.first, g.last, g.count, SkipReason.DST_GAP) for g in gaps)
@@ -122,7 +122,7 @@ def decide(
 
 
 def _decide(
-    lattice: Timetable,
+    grid: Timetable,
     *,
     next_fire_at: datetime | None,
     now: datetime,
@@ -137,38 +137,38 @@ def _decide(
     # occurrences are whole seconds, so "t <= now + lookahead" is "t < end"
     end = floor_second(now + lookahead) + SECOND
     if next_fire_at is None:
-        start = lattice.next_after(now)
+        start = grid.next_after(now)
         missed_end = start
     else:
         start = next_fire_at
         # "t < now - grace" for whole-second t is "t < ceil(now - grace)"
         missed_end = max(start, min(ceil_second(now - grace), end))
 
-    missed = lattice.count(start, missed_end) if missed_end > start else 0
+    missed = grid.count(start, missed_end) if missed_end > start else 0
     if missed == 0 or policy == MisfirePolicy.SKIP:
         kept: list[datetime] = []
     elif policy == MisfirePolicy.LATEST:
-        kept = lattice.latest(start, missed_end, 1)
+        kept = grid.latest(start, missed_end, 1)
     else:
-        kept = lattice.latest(start, missed_end, catch_up_limit)
+        kept = grid.latest(start, missed_end, catch_up_limit)
     skipped = missed - len(kept)
-    discarded = span(lattice, start, kept[0] if kept else missed_end, MISFIRE_REASONS[policy])
+    discarded = span(grid, start, kept[0] if kept else missed_end, MISFIRE_REASONS[policy])
     spans = (discarded,) if skipped and discarded is not None else ()
 
     runs = kept
     budget = max_runs - len(runs)
     on_time_start = max(start, missed_end)
     if budget > 0:
-        for t in lattice.occurrences(on_time_start, end):
+        for t in grid.occurrences(on_time_start, end):
             if budget == 0:
                 return Decision(tuple(runs), skipped, t, spans=spans)
             runs.append(t)
             budget -= 1
     elif on_time_start < end:
-        following = lattice.next_after(on_time_start - SECOND)
+        following = grid.next_after(on_time_start - SECOND)
         if following < end:
             return Decision(tuple(runs), skipped, following, spans=spans)
-    return Decision(tuple(runs), skipped, lattice.next_after(end - SECOND), spans=spans)
+    return Decision(tuple(runs), skipped, grid.next_after(end - SECOND), spans=spans)
 
 
 def retry_delay(attempt: int, *, base: timedelta, cap: timedelta, jitter: float) -> float:

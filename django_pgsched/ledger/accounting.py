@@ -62,7 +62,7 @@ class Report:
 
 
 def check(
-    lattice: Timetable,
+    grid: Timetable,
     start: datetime,
     end: datetime,
     runs: Mapping[datetime, str],
@@ -75,8 +75,8 @@ def check(
         if b.first <= a.last:
             report.problem(f"ranges overlap: {_span(a)} and {_span(b)}")
     for r in spans:
-        points = lattice.count(r.first, r.last + SECOND)
-        if points != r.count or not lattice.contains(r.first) or not lattice.contains(r.last):
+        points = grid.count(r.first, r.last + SECOND)
+        if points != r.count or not grid.contains(r.first) or not grid.contains(r.last):
             report.problem(
                 f"range {_span(r)} is not pure: {points} occurrence(s) from first to last"
             )
@@ -87,9 +87,9 @@ def check(
         return spans[i] if i >= 0 and spans[i].last >= t else None
 
     for t in runs:
-        if start <= t < end and not lattice.contains(t):
+        if start <= t < end and not grid.contains(t):
             report.problem(f"run at {t.isoformat()} is not an occurrence of the timetable")
-    for t in lattice.occurrences(start, end):
+    for t in grid.occurrences(start, end):
         report.occurrences += 1
         status = runs.get(t)
         span = covering(t)

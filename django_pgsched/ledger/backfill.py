@@ -127,12 +127,12 @@ def backfill_occurrences(
         unplanned, now = cursor.fetchone()
         nfa = schedule.next_fire_at
         try:
-            lattice = schedule.get_timetable()  # the planner's own timetable
+            grid = schedule.get_timetable()  # the planner's own timetable
         except timetable.TimetableError as exc:
             raise ValidationError(f"schedule {name!r} has no usable timetable: {exc}") from None
         # decided occurrences only: due by now, and before the planner's next one
         horizon = min(t for t in (end, now, nfa, unplanned) if t is not None)
-        total = lattice.count(start, horizon) if horizon > start else 0
+        total = grid.count(start, horizon) if horizon > start else 0
         span = {"id": sid, "start": start, "end": horizon}
         cursor.execute(EXISTING_COUNT_SQL, span)
         (have,) = cursor.fetchone()
@@ -148,7 +148,7 @@ def backfill_occurrences(
             )
         cursor.execute(EXISTING_SQL, span)
         existing = {r[0] for r in cursor.fetchall()}
-        missing = [t for t in lattice.occurrences(start, horizon) if t not in existing]
+        missing = [t for t in grid.occurrences(start, horizon) if t not in existing]
         if len(missing) > limit:
             raise _refused(name, start, end, len(missing), limit)
         result = BackfillResult(name, 0, total, total - len(missing), horizon)
@@ -172,7 +172,7 @@ def backfill_occurrences(
             chunk = missing[first : first + BACKFILL_CHUNK]
             cursor.execute(INSERT_SQL, {**params, "times": chunk})
             created.extend(r[0] for r in cursor.fetchall())
-        taken = _take_from_ledger(cursor, sid, lattice, created)
+        taken = _take_from_ledger(cursor, sid, grid, created)
         cursor.execute(queries.get("wake_executors"), {"payload": "backfill"})
         counted = sum(n for reason, n in taken.items() if reason in COUNTED_REASONS)
         if counted:
@@ -197,7 +197,7 @@ def backfill_occurrences(
 
 
 def _take_from_ledger(
-    cursor: Any, schedule_id: int, lattice: timetable.Timetable, points: list[datetime]
+    cursor: Any, schedule_id: int, grid: timetable.Timetable, points: list[datetime]
 ) -> Counter[str]:
     """Carve ``points`` (now runs) out of the schedule's ranges; by reason, how many."""
     taken: Counter[str] = Counter()
@@ -208,7 +208,7 @@ def _take_from_ledger(
         inside = [p for p in points if first <= p <= last]
         if not inside:
             continue
-        pieces = ranges.carve(lattice, Skipped(first, last, count, reason), inside)
+        pieces = ranges.carve(grid, Skipped(first, last, count, reason), inside)
         taken[reason] += count - sum(p.count for p in pieces)
         cursor.execute("DELETE FROM pgsched_skipped_range WHERE id = %s", [range_id])
         for piece in pieces:

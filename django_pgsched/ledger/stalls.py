@@ -64,12 +64,12 @@ def stalled(
         "after": "",
     }
     out: list[Stall] = []
-    lattices: dict[tuple[Any, ...], timetable.Timetable | None] = {}
+    grids: dict[tuple[Any, ...], timetable.Timetable | None] = {}
     with connections[using or s.DATABASE_ALIAS].cursor() as cursor:
         while len(out) < limit:
             cursor.execute(CANDIDATES_SQL, params)
             rows = cursor.fetchall()
-            out += _confirmed(rows, lattices, s.PLANNER_LOOKAHEAD)
+            out += _confirmed(rows, grids, s.PLANNER_LOOKAHEAD)
             if len(rows) < BATCH:
                 break
             params["after"] = rows[-1][0]
@@ -78,7 +78,7 @@ def stalled(
 
 def _confirmed(
     rows: list[Any],
-    lattices: dict[tuple[Any, ...], timetable.Timetable | None],
+    grids: dict[tuple[Any, ...], timetable.Timetable | None],
     lookahead: timedelta,
 ) -> list[Stall]:
     out = []
@@ -87,18 +87,18 @@ def _confirmed(
             out.append(Stall(name, "not_planned", nfa, 0))
             continue
         key = (cron, every, anchor, tz, gap, fold)
-        if key not in lattices:
+        if key not in grids:
             try:
-                lattices[key] = (
+                grids[key] = (
                     zoned.cron(cron, tz, gap, fold) if cron else timetable.interval(every, anchor)
                 )
             except (timetable.TimetableError, ValueError, OverflowError):
-                lattices[key] = None  # the planner marks it broken
-        lattice = lattices[key]
-        if lattice is None:
+                grids[key] = None  # the planner marks it broken
+        grid = grids[key]
+        if grid is None:
             continue
         after = since + timedelta(seconds=1) if since_run else since
-        due = lattice.count(after, db_now - grace)
+        due = grid.count(after, db_now - grace)
         if due >= 2:
             out.append(Stall(name, "not_running", since, due))
     return out

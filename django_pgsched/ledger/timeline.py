@@ -94,8 +94,8 @@ def occurrences(
         if row is None or limit == 0:
             return []
         status, next_fire_at, unplanned_from, unplanned_reason, now = row
-        lattice = schedule.get_timetable()
-        points = lattice.latest(since or _EPOCH, until or now, limit)
+        grid = schedule.get_timetable()
+        points = grid.latest(since or _EPOCH, until or now, limit)
         if not points:
             return []
         cursor.execute(RUNS_SQL, [schedule.pk, points])

@@ -26,7 +26,7 @@ from .attempts import Attempt
 from .clock import db_now
 from .replicas import Replica
 from .runs import JobRun
-from .schedules import DEFINITION_FIELDS, LATTICE_FIELDS, Schedule
+from .schedules import DEFINITION_FIELDS, GRID_FIELDS, Schedule
 
 # named by the migration's model state (the callable defaults of two of Schedule's fields)
 from .schedules import _default_catch_up_limit as _default_catch_up_limit
@@ -35,7 +35,7 @@ from .schedules import _default_policy as _default_policy
 __all__ = [
     "CLAIMABLE_STATUSES",
     "DEFINITION_FIELDS",
-    "LATTICE_FIELDS",
+    "GRID_FIELDS",
     "TERMINAL_STATUSES",
     "UNFINISHED_STATUSES",
     "Attempt",

@@ -35,7 +35,7 @@ from ..timing import timetable, zoned, zones
 from .clock import db_now
 
 # the columns that define a schedule's timetable of occurrences
-LATTICE_FIELDS = ("cron", "interval", "anchor", "timezone", "dst_gap", "dst_fold")
+GRID_FIELDS = ("cron", "interval", "anchor", "timezone", "dst_gap", "dst_fold")
 # what a user defines (in the admin, or in PGSCHED["SCHEDULES"] besides the name)
 DEFINITION_FIELDS = (
     "job",
@@ -302,7 +302,7 @@ class Schedule(models.Model):
         """
         if self.cron == "":
             self.cron = None
-        if self.status == ScheduleStatus.BROKEN and self._lattice_changed():
+        if self.status == ScheduleStatus.BROKEN and self._grid_changed():
             self.status = ScheduleStatus.ACTIVE  # the definition was fixed
             self.last_error = ""
         self.check_bounds()
@@ -521,12 +521,12 @@ class Schedule(models.Model):
     def _remember(self) -> None:
         # __dict__, not getattr: a deferred field must not cost a query here
         self._loaded = {
-            f: self.__dict__.get(f) for f in (*LATTICE_FIELDS, "status", "next_fire_at", "tenant")
+            f: self.__dict__.get(f) for f in (*GRID_FIELDS, "status", "next_fire_at", "tenant")
         }
 
-    def _lattice_changed(self) -> bool:
+    def _grid_changed(self) -> bool:
         loaded: dict[str, Any] | None = getattr(self, "_loaded", None)
-        return loaded is not None and any(loaded[f] != self.__dict__.get(f) for f in LATTICE_FIELDS)
+        return loaded is not None and any(loaded[f] != self.__dict__.get(f) for f in GRID_FIELDS)
 
     def _needs_first_fire(self) -> bool:
         if self.next_fire_at is None:
@@ -534,6 +534,6 @@ class Schedule(models.Model):
         loaded: dict[str, Any] | None = getattr(self, "_loaded", None)
         if loaded is None or loaded["next_fire_at"] != self.next_fire_at:
             return False  # new with an explicit first fire, or set explicitly
-        if self._lattice_changed():
+        if self._grid_changed():
             return True
         return loaded["status"] != ScheduleStatus.ACTIVE and self.status == ScheduleStatus.ACTIVE

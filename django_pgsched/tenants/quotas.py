@@ -32,13 +32,13 @@ LOCK_SQL = "SELECT pg_advisory_xact_lock(%(lock)s, hashtext(%(tenant)s))"
 COUNT_SQL = "SELECT count(*) FROM pgsched_schedule WHERE tenant = %(tenant)s AND id <> %(id)s"
 
 
-def shortest_gap(lattice: Timetable, start: datetime) -> timedelta | None:
+def shortest_gap(grid: Timetable, start: datetime) -> timedelta | None:
     """The shortest gap between consecutive occurrences among the next ``GAP_SAMPLE``."""
     times = []
     t = start
     for _ in range(GAP_SAMPLE):
         try:
-            t = lattice.next_after(t)
+            t = grid.next_after(t)
         except Exception:  # the end of time: what was found is the sample
             break
         times.append(t)

@@ -35,33 +35,33 @@ SECOND = timedelta(seconds=1)
 _EPOCH = datetime(1, 1, 2, tzinfo=UTC)  # before every occurrence
 
 
-def previous(lattice: Timetable, t: datetime) -> datetime | None:
+def previous(grid: Timetable, t: datetime) -> datetime | None:
     """The occurrence just before ``t`` (None if there is none)."""
-    found = lattice.latest(_EPOCH, t, 1)
+    found = grid.latest(_EPOCH, t, 1)
     return found[0] if found else None
 
 
-def following(lattice: Timetable, t: datetime) -> datetime | None:
+def following(grid: Timetable, t: datetime) -> datetime | None:
     """The occurrence just after ``t`` (None past the supported range)."""
     try:
-        return lattice.next_after(t)
+        return grid.next_after(t)
     except TimetableError:
         return None
 
 
-def group(lattice: Timetable, points: Iterable[datetime], reason: str) -> list[Skipped]:
-    """Occurrences (on ``lattice``) as the fewest spans: consecutive ones share a span."""
+def group(grid: Timetable, points: Iterable[datetime], reason: str) -> list[Skipped]:
+    """Occurrences (on ``grid``) as the fewest spans: consecutive ones share a span."""
     spans: list[Skipped] = []
     for t in sorted(set(points)):
         last = spans[-1] if spans else None
-        if last is not None and following(lattice, last.last) == t:
+        if last is not None and following(grid, last.last) == t:
             spans[-1] = Skipped(last.first, t, last.count + 1, reason)
         else:
             spans.append(Skipped(t, t, 1, reason))
     return spans
 
 
-def carve(lattice: Timetable, span: Skipped, points: Sequence[datetime]) -> list[Skipped]:
+def carve(grid: Timetable, span: Skipped, points: Sequence[datetime]) -> list[Skipped]:
     """What is left of ``span`` once ``points`` (occurrences inside it) are taken out."""
     taken = sorted({p for p in points if span.first <= p <= span.last})
     if not taken:
@@ -70,16 +70,16 @@ def carve(lattice: Timetable, span: Skipped, points: Sequence[datetime]) -> list
     start = span.first
     for p in taken:
         if start < p:
-            pieces.append(_between(lattice, start, p, span.reason))
-        after = following(lattice, p)
+            pieces.append(_between(grid, start, p, span.reason))
+        after = following(grid, p)
         if after is None or after > span.last:
             return pieces
         start = after
-    pieces.append(_between(lattice, start, span.last + SECOND, span.reason))
+    pieces.append(_between(grid, start, span.last + SECOND, span.reason))
     return pieces
 
 
-def _between(lattice: Timetable, start: datetime, end: datetime, reason: str) -> Skipped:
+def _between(grid: Timetable, start: datetime, end: datetime, reason: str) -> Skipped:
     """The span of the occurrences in ``[start, end)`` (``start`` is one; there is one)."""
-    last = lattice.latest(start, end, 1)[0]
-    return Skipped(start, last, lattice.count(start, end), reason)
+    last = grid.latest(start, end, 1)[0]
+    return Skipped(start, last, grid.count(start, end), reason)

@@ -1,6 +1,6 @@
 """Occurrence arithmetic for cron and interval schedules: pure Python, no Django.
 
-A :class:`Timetable` is a lattice of instants. Every instant it returns is
+A :class:`Timetable` is a grid of instants. Every instant it returns is
 *canonical*: an aware datetime in UTC (``datetime.timezone.utc``) with
 ``microsecond == 0``, so two computations of the same occurrence compare equal
 and can serve as a unique key. Inputs must be aware datetimes in any offset
@@ -24,7 +24,7 @@ the full set as restricted, so it reads ``*/2 … MON`` with OR); we use cronite
 only to expand the fields and do the arithmetic here.
 
 **Interval** (:func:`interval`): the instants ``anchor + k·every`` for every
-integer ``k``, including negative ones, so the lattice extends before the
+integer ``k``, including negative ones, so the grid extends before the
 anchor. ``every`` is a whole number of seconds from 1 to 366 days.
 
 Performance (this is the planner's hot path): no per-occurrence croniter calls.
@@ -138,7 +138,7 @@ class Timetable(abc.ABC):
 
     @abc.abstractmethod
     def contains(self, t: datetime) -> bool:
-        """Whether ``t`` is an occurrence (a whole second on the lattice)."""
+        """Whether ``t`` is an occurrence (a whole second on the grid)."""
 
     def following(self, after: datetime, count: int) -> list[datetime]:
         """The next ``count`` occurrences strictly after ``after``, ascending."""
@@ -486,7 +486,7 @@ def validate_anchor(anchor: object) -> datetime:
     """``anchor`` converted to UTC: aware, a whole second, before the year 9999.
 
     Fractional seconds are rejected rather than truncated, so the stored anchor is
-    exactly the lattice the user sees.
+    exactly the grid the user sees.
     """
     if not isinstance(anchor, datetime):
         _fail("anchor", "anchor_invalid", f"must be a datetime, got {type(anchor).__name__}")

@@ -389,10 +389,10 @@ def cron(
     return _zoned(expression, timezone, dst_gap, dst_fold)
 
 
-def annotate(lattice: Timetable, t: datetime) -> Annotation:
-    """``t`` as a person reads it in ``lattice``'s zone (UTC for UTC and interval timetables)."""
-    if isinstance(lattice, ZonedCronTimetable):
-        return lattice.annotate(t)
+def annotate(grid: Timetable, t: datetime) -> Annotation:
+    """``t`` as a person reads it in ``grid``'s zone (UTC for UTC and interval timetables)."""
+    if isinstance(grid, ZonedCronTimetable):
+        return grid.annotate(t)
     u = timetable.canonical(t)
     return Annotation(u, u, "regular", "")
 

@@ -46,7 +46,7 @@ def assert_no_duplicate_runs() -> None:
 
 
 def assert_no_gaps(step_seconds: int) -> None:
-    """Per schedule, the occurrences form an unbroken lattice from the first to the last."""
+    """Per schedule, the occurrences form an unbroken grid from the first to the last."""
     rows = sql("""
         SELECT schedule_id, count(*), extract(epoch FROM max(scheduled_for) - min(scheduled_for))
           FROM pgsched_job_run WHERE schedule_id IS NOT NULL GROUP BY schedule_id""")

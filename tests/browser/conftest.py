@@ -83,7 +83,7 @@ def seed_showcase() -> None:
     """A few schedules with a history, so the screenshots show what an operator would see.
 
     Their crons fire rarely (none during a test, whatever the hour); their runs
-    are in the past, on each schedule's lattice.
+    are in the past, on each schedule's grid.
     """
     now = db_now().replace(minute=0, second=0, microsecond=0)
     pattern = ["succeeded"] * 3 + ["failed"] + ["succeeded"] * 5 + ["failed"]

@@ -147,7 +147,7 @@ def baseline(conn: psycopg.Connection[Any]) -> dict[int, Baseline]:
     }
 
 
-def lattice(
+def grid(
     cron: str | None,
     interval: timedelta | None,
     anchor: datetime | None,
@@ -267,7 +267,7 @@ def check_no_lost(
         if nfa is None:
             out.append(Violation("I2", f"schedule {name} is active with no next_fire_at"))
             continue
-        table = lattice(cron, every, anchor, tuple(zone))  # type: ignore[arg-type]
+        table = grid(cron, every, anchor, tuple(zone))  # type: ignore[arg-type]
         # every occurrence, and every wall-clock time a clock change skipped (dst_gap)
         expected = table.count(base.start, nfa)
         expected += sum(g.count for g in table.gap_skips(base.start, nfa))
@@ -347,7 +347,7 @@ def check_accounting(
         if decided is None:
             continue
         try:
-            table = lattice(cron, every, anchor, tuple(zone))  # type: ignore[arg-type]
+            table = grid(cron, every, anchor, tuple(zone))  # type: ignore[arg-type]
         except timetable.TimetableError:
             continue
         mine = [r for r in ranges[sid] if r.last >= base.start]
@@ -635,7 +635,7 @@ def _disjoint(
 
 
 def check_canonical(conn: psycopg.Connection[Any]) -> list[Violation]:
-    """I9: every occurrence a whole second on its schedule's lattice."""
+    """I9: every occurrence a whole second on its schedule's grid."""
     out = []
     rows = _rows(
         conn,
@@ -647,14 +647,14 @@ def check_canonical(conn: psycopg.Connection[Any]) -> list[Violation]:
         key = (cron, every, anchor, *zone)
         if key not in cache:
             try:
-                cache[key] = lattice(cron, every, anchor, tuple(zone))  # type: ignore[arg-type]
+                cache[key] = grid(cron, every, anchor, tuple(zone))  # type: ignore[arg-type]
             except timetable.TimetableError:
                 cache[key] = None
         table = cache[key]
         if scheduled_for.microsecond:
             out.append(Violation("I9", f"run {run_id}: {scheduled_for} is not a whole second"))
         elif table is not None and not table.contains(scheduled_for):
-            out.append(Violation("I9", f"run {run_id}: {scheduled_for} not on {name}'s lattice"))
+            out.append(Violation("I9", f"run {run_id}: {scheduled_for} not on {name}'s grid"))
     return out
 
 
@@ -755,7 +755,7 @@ def check_policy(
             "FROM pgsched_schedule WHERE id = %s",
             [sid],
         )
-        table = lattice(cron, every, anchor, tuple(zone))  # type: ignore[arg-type]
+        table = grid(cron, every, anchor, tuple(zone))  # type: ignore[arg-type]
         wanted = table.latest(expect.start, expect.missed_end, expect.runs)
         got = [
             t

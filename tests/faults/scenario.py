@@ -105,7 +105,7 @@ class Scenario:
         now = self.db_now()
         anchor = now.replace(microsecond=0) if interval else None
         table = (
-            invariants.lattice(cron, None, None, zone)
+            invariants.grid(cron, None, None, zone)
             if cron
             else timetable.interval(timedelta(seconds=interval or 0), anchor)  # type: ignore[arg-type]
         )

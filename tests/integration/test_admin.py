@@ -173,7 +173,7 @@ def test_the_day_rule_in_words_matches_the_timetable():
     assert both.contains(datetime.fromisoformat("2026-01-05T00:00:00+00:00"))  # Monday the 5th
 
 
-def test_nicknames_in_words_describe_the_same_lattice():
+def test_nicknames_in_words_describe_the_same_grid():
     for nickname, expansion in describe._NICKNAMES.items():
         a, b = timetable.cron(nickname), timetable.cron(expansion)
         t = datetime.fromisoformat("2026-02-27T13:00:00+00:00")

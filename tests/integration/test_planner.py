@@ -1,4 +1,4 @@
-"""The planner against real PostgreSQL: claims, lattices, policies, isolation, locks."""
+"""The planner against real PostgreSQL: claims, grids, policies, isolation, locks."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def test_new_schedule_fires_first_after_database_now(db):
     assert s.next_fire_at.minute == 0 and s.next_fire_at.second == 0
 
 
-def test_interval_lattice_is_anchored_not_now_plus_interval(make_schedule):
+def test_interval_grid_is_anchored_not_now_plus_interval(make_schedule):
     anchor = at("2026-03-01 11:00:03")
     s = make_schedule(cron=None, interval=seconds(7), anchor=anchor, next_fire_at=T)
     Planner().run_once(now=T)

@@ -29,12 +29,12 @@ def plan(
     start: datetime | None,
     now: datetime = T,
     limit: int = 10,
-    lattice: timetable.Timetable = EVERY_MINUTE,
+    grid: timetable.Timetable = EVERY_MINUTE,
     grace: timedelta = GRACE,
     max_runs: int = 2000,
 ):
     return decide(
-        lattice,
+        grid,
         next_fire_at=start,
         now=now,
         lookahead=LOOKAHEAD,
@@ -52,19 +52,19 @@ def test_rounding_to_whole_seconds():
 
 
 def test_nothing_missed_runs_everything_due_within_the_lookahead():
-    d = plan("skip", start=T - 30 * S, lattice=timetable.cron("*/10 * * * * *"))
+    d = plan("skip", start=T - 30 * S, grid=timetable.cron("*/10 * * * * *"))
     assert [t - T for t in d.runs] == [-30 * S, -20 * S, -10 * S, 0 * S]
     assert d.skipped == 0 and d.next_fire_at == T + 10 * S
 
 
 def test_occurrence_exactly_at_now_plus_lookahead_is_included():
-    d = plan("skip", start=T, lattice=timetable.cron("* * * * * *"))
+    d = plan("skip", start=T, grid=timetable.cron("* * * * * *"))
     assert d.runs[-1] == T + LOOKAHEAD and d.next_fire_at == T + LOOKAHEAD + S
 
 
 def test_fractional_now():
     now = T + timedelta(milliseconds=500)
-    d = plan("skip", start=T, now=now, lattice=timetable.cron("* * * * * *"))
+    d = plan("skip", start=T, now=now, grid=timetable.cron("* * * * * *"))
     assert d.runs[0] == T and d.runs[-1] == T + 5 * S  # <= now + 5 s
 
 
@@ -82,30 +82,30 @@ def test_three_hour_outage(policy, kept, skipped):
 
 def test_grace_boundary_is_strict():
     # an occurrence exactly grace seconds old is on time; a second older is missed
-    d = plan("skip", start=T - GRACE - S, lattice=timetable.cron("* * * * * *"))
+    d = plan("skip", start=T - GRACE - S, grid=timetable.cron("* * * * * *"))
     assert d.skipped == 1 and d.runs[0] == T - GRACE
 
 
 def test_zero_grace_counts_everything_before_now_as_missed():
-    d = plan("latest", start=T - 10 * S, grace=timedelta(0), lattice=timetable.cron("* * * * * *"))
+    d = plan("latest", start=T - 10 * S, grace=timedelta(0), grid=timetable.cron("* * * * * *"))
     assert d.skipped == 9 and d.runs[0] == T - S and d.runs[1] == T
 
 
 def test_new_schedule_starts_after_now_with_nothing_missed():
-    d = plan("catch_up", start=None, lattice=timetable.cron("* * * * * *"))
+    d = plan("catch_up", start=None, grid=timetable.cron("* * * * * *"))
     assert d.runs[0] == T + S and d.skipped == 0
 
 
 def test_long_outage_is_counted_arithmetically():
-    d = plan("skip", start=T - timedelta(days=365), lattice=timetable.cron("* * * * * *"))
+    d = plan("skip", start=T - timedelta(days=365), grid=timetable.cron("* * * * * *"))
     assert d.skipped == 365 * 86400 - 60 and len(d.runs) == 66
 
 
 def test_max_runs_splits_a_pass_without_double_counting():
-    lattice = timetable.cron("* * * * * *")
-    first = plan("catch_up", start=T - timedelta(minutes=10), limit=5, lattice=lattice, max_runs=20)
+    grid = timetable.cron("* * * * * *")
+    first = plan("catch_up", start=T - timedelta(minutes=10), limit=5, grid=grid, max_runs=20)
     assert len(first.runs) == 20 and first.skipped == 540 - 5
-    second = plan("catch_up", start=first.next_fire_at, limit=5, lattice=lattice)
+    second = plan("catch_up", start=first.next_fire_at, limit=5, grid=grid)
     assert second.skipped == 0 and second.runs[0] == first.next_fire_at
     assert len(first.runs) + len(second.runs) + first.skipped == 600 + 6
 
@@ -129,7 +129,7 @@ def test_the_discarded_occurrences_are_one_span_with_the_policys_reason(
 
 
 def test_a_long_outage_is_one_span_counted_arithmetically():
-    d = plan("skip", start=T - timedelta(days=365), lattice=timetable.cron("* * * * * *"))
+    d = plan("skip", start=T - timedelta(days=365), grid=timetable.cron("* * * * * *"))
     assert d.spans == (
         Skipped(T - timedelta(days=365), T - GRACE - S, 365 * 86400 - 60, "misfire_skip"),
     )
@@ -142,9 +142,9 @@ def test_nothing_missed_is_no_span():
 
 
 def test_a_split_pass_puts_its_span_in_the_first_part_only():
-    lattice = timetable.cron("* * * * * *")
-    first = plan("catch_up", start=T - timedelta(minutes=10), limit=5, lattice=lattice, max_runs=20)
-    second = plan("catch_up", start=first.next_fire_at, limit=5, lattice=lattice)
+    grid = timetable.cron("* * * * * *")
+    first = plan("catch_up", start=T - timedelta(minutes=10), limit=5, grid=grid, max_runs=20)
+    second = plan("catch_up", start=first.next_fire_at, limit=5, grid=grid)
     assert [s.count for s in first.spans] == [535] and second.spans == ()
 
 
@@ -154,9 +154,9 @@ def test_span_of_an_empty_range_is_none():
     assert span(EVERY_MINUTE, T - S, T + S, "paused") == Skipped(T, T, 1, "paused")
 
 
-def test_interval_lattice():
-    lattice = timetable.interval(timedelta(seconds=7), T - timedelta(seconds=3))
-    d = plan("skip", start=T - 3 * S, lattice=lattice)
+def test_interval_grid():
+    grid = timetable.interval(timedelta(seconds=7), T - timedelta(seconds=3))
+    d = plan("skip", start=T - 3 * S, grid=grid)
     assert d.runs == (T - 3 * S, T + 4 * S) and d.next_fire_at == T + 11 * S
 
 

@@ -53,7 +53,7 @@ def chain(tt: timetable.Timetable, t: datetime, n: int) -> list[datetime]:
 
 def test_weekdays_at_half_past_nine() -> None:
     tt = timetable.cron("0 30 9 * * MON-FRI")
-    assert chain(tt, at(2025, 3, 7, 9, 30), 3) == [  # Friday, on the lattice point
+    assert chain(tt, at(2025, 3, 7, 9, 30), 3) == [  # Friday, on the grid point
         at(2025, 3, 10, 9, 30),
         at(2025, 3, 11, 9, 30),
         at(2025, 3, 12, 9, 30),
@@ -383,7 +383,7 @@ def test_next_after_matches_croniter_where_the_day_rules_agree(
 ANCHOR = at(2025, 1, 1)
 
 
-def test_interval_lattice_extends_before_the_anchor() -> None:
+def test_interval_grid_extends_before_the_anchor() -> None:
     tt = timetable.interval(timedelta(seconds=7), ANCHOR)
     assert tt.next_after(ANCHOR - 10 * S) == ANCHOR - 7 * S
     assert tt.next_after(ANCHOR) == ANCHOR + 7 * S
@@ -435,7 +435,7 @@ def test_interval_against_timedelta_arithmetic(
     every = timedelta(seconds=every_s)
     tt = timetable.interval(every, anchor.replace(tzinfo=UTC, microsecond=0))
     a = tt.anchor
-    # the first lattice point >= start, with timedelta floor division as the oracle
+    # the first grid point >= start, with timedelta floor division as the oracle
     first = a - ((a - start) // every) * every
     end = start + n * every + (every // 3)
     brute = []

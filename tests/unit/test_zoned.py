@@ -370,7 +370,7 @@ def test_a_day_long_outage_across_the_gap_is_counted_exactly_without_stepping(
     """A per-second Berlin schedule down for a day over the spring transition, each policy."""
     from django_pgsched.engine.policies import decide
 
-    lattice = zoned.cron("* * * * * *", "Europe/Berlin", "skip")
+    grid = zoned.cron("* * * * * *", "Europe/Berlin", "skip")
     start, now = at(2026, 3, 28, 13), at(2026, 3, 29, 13)
     grace, lookahead = timedelta(seconds=60), timedelta(seconds=5)
     stepped = []
@@ -384,7 +384,7 @@ def test_a_day_long_outage_across_the_gap_is_counted_exactly_without_stepping(
     monkeypatch.setattr(timetable.CronTimetable, "_ascending", counting)
     for policy, kept in (("skip", 0), ("latest", 1), ("catch_up", 10)):
         d = decide(
-            lattice,
+            grid,
             next_fire_at=start,
             now=now,
             lookahead=lookahead,

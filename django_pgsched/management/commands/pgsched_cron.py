@@ -108,15 +108,15 @@ class Command(BaseCommand):
     def _preview(self, options: dict[str, Any]) -> None:
         expression, tz = options["expression"], options["tz"]
         try:
-            lattice = zoned.cron(expression, tz, options["dst_gap"], options["dst_fold"])
+            grid = zoned.cron(expression, tz, options["dst_gap"], options["dst_fold"])
         except timetable.TimetableError as exc:
             raise CommandError(str(exc)) from None
         after = options["after"] or datetime.now(UTC)
         try:
-            times = lattice.following(after, options["count"])
+            times = grid.following(after, options["count"])
         except timetable.TimetableError as exc:
             raise CommandError(str(exc)) from None
-        if not isinstance(lattice, zoned.ZonedCronTimetable):
+        if not isinstance(grid, zoned.ZonedCronTimetable):
             self.stdout.write(f"{expression!r} is valid (UTC). Next fire times:")
             for t in times:
                 self.stdout.write(f"  {t:%Y-%m-%d %H:%M:%S} UTC  ({t:%a})")
@@ -126,16 +126,16 @@ class Command(BaseCommand):
             f"dst_fold={options['dst_fold']}). Next fire times:"
         )
         for t in times:
-            self.stdout.write(f"  {line(lattice.annotate(t))}")
-        self._transitions(lattice, after)
+            self.stdout.write(f"  {line(grid.annotate(t))}")
+        self._transitions(grid, after)
 
-    def _transitions(self, lattice: zoned.ZonedCronTimetable, after: datetime) -> None:
+    def _transitions(self, grid: zoned.ZonedCronTimetable, after: datetime) -> None:
         lo = zones.from_datetime(after) + 1
-        found = zones.transitions(lattice.zone, lo, lo + HORIZON // timedelta(seconds=1))
+        found = zones.transitions(grid.zone, lo, lo + HORIZON // timedelta(seconds=1))
         if not found:
-            self.stdout.write(f"{lattice.zone_name} has no transition in the next 3 years.")
+            self.stdout.write(f"{grid.zone_name} has no transition in the next 3 years.")
             return
-        self.stdout.write(f"Across the next transitions of {lattice.zone_name}:")
+        self.stdout.write(f"Across the next transitions of {grid.zone_name}:")
         for tr in found[:TRANSITIONS]:
             at = zones.to_datetime(tr.at)
             span = timedelta(seconds=abs(tr.change))
@@ -146,17 +146,17 @@ class Command(BaseCommand):
                 if tr.change > 0
                 else f"clocks go back {_length(span)}, {a:%H:%M:%S}–{b:%H:%M:%S} happens twice"
             )
-            local = at.astimezone(lattice.zone)
+            local = at.astimezone(grid.zone)
             self.stdout.write(f"  {local:%Y-%m-%d} at {at:%H:%M:%S} UTC: {what}")
             start = at - span if tr.change < 0 else at
-            shown = lattice.latest(start - timedelta(days=2), start, 2)
+            shown = grid.latest(start - timedelta(days=2), start, 2)
             try:
-                shown += lattice.following(start - timedelta(seconds=1), 4)
+                shown += grid.following(start - timedelta(seconds=1), 4)
             except timetable.TimetableError:
                 pass
             for t in shown:
-                self.stdout.write(f"    {line(lattice.annotate(t))}")
-            for gap in lattice.gap_skips(at, at + timedelta(seconds=1)):
+                self.stdout.write(f"    {line(grid.annotate(t))}")
+            for gap in grid.gap_skips(at, at + timedelta(seconds=1)):
                 self.stdout.write(
                     f"    {gap.count} matching wall-clock time(s) skipped, "
                     f"{gap.first_local:%H:%M:%S}–{gap.last_local:%H:%M:%S} "
