@@ -185,23 +185,20 @@ class Planner:
 
     def _transaction(self, now: datetime | None, *, one_by_one: bool) -> PlanResult:
         with db.session("planner", self.using) as conn:
-            if not one_by_one and db.can_pipeline(conn):
-                return self._pass_in_two_round_trips(conn, now)
-            with transaction.atomic(using=self.using):
-                return self._pass(conn, now, one_by_one)
+            if one_by_one:
+                with transaction.atomic(using=self.using):
+                    return self._one_by_one(conn, now)
+            with db.one_transaction(conn) as tx:
+                return self._pass(conn, tx, now)
 
     def _claim(
-        self, conn: BaseDatabaseWrapper, now: datetime | None, pipelined: db.Pipelined | None = None
+        self, tx: db.Pipelined, now: datetime | None
     ) -> tuple[datetime, list[_Row], datetime | None]:
         """Claim a batch of due schedules and decide each one's runs; and, when none was
         due, the earliest next_fire_at of an active schedule."""
         s = self.settings
         params = {"now": now, "lookahead": s.PLANNER_LOOKAHEAD, "batch": self.batch}
-        claimed = (
-            pipelined.fetch(queries.PLANNER_CLAIM, params)
-            if pipelined is not None
-            else db.fetch(conn, queries.PLANNER_CLAIM, params)
-        )
+        claimed = tx.fetch(queries.PLANNER_CLAIM, params)
         db_now = claimed[0].db_now  # the first row always carries the database time
         next_due = claimed[0].next_due
         rows = [_Row(schedule, schedule.id) for schedule in claimed if schedule.id is not None]
@@ -260,54 +257,50 @@ class Planner:
             row.decision, row.spans = None, ()
             _broken(row, f"cannot compute occurrences: {exc}")
 
-    def _pass_in_two_round_trips(
-        self, conn: BaseDatabaseWrapper, now: datetime | None
+    def _pass(
+        self, conn: BaseDatabaseWrapper, tx: db.Pipelined, now: datetime | None
     ) -> PlanResult:
-        """A pass in one transaction and two round trips: the claim; the apply with the commit.
+        """A pass in one transaction: the claim; the apply with the commit.
 
-        The usual shape of a pass (in autocommit, pipeline mode): the claim
-        travels with the BEGIN (and ends with a sync, so the server's
-        idle-in-transaction timeout covers a replica that freezes here), the
-        apply with the COMMIT. A database error rolls the pass back and
+        In autocommit (a replica), the transaction travels in pipeline mode, in two
+        round trips: the claim with the BEGIN (and ends with a sync, so the server's
+        idle-in-transaction timeout covers a replica that freezes here), the apply
+        with the COMMIT. Inside a transaction of Django's (a test's) each statement
+        runs as it is sent, in a savepoint. A database error rolls the pass back and
         raises; :meth:`run_once` then plans the batch one schedule at a time.
         """
-        with db.transaction_in_two_round_trips(conn) as pipelined:
-            db_now, rows, next_due = self._claim(conn, now, pipelined)
-            if not rows:  # leaving without a commit rolls back
-                return PlanResult(db_now=db_now, next_due=next_due)
-            times = _run_times(rows)
-            if PORTS.months.needs_ensuring(conn.alias, times, db_now):
-                pipelined.send(*PORTS.months.statement(times))
-            apply, mark = self._send_apply(pipelined, rows)
-            failpoints.hit("planner.before_commit")
-            pipelined.commit()  # the apply and the commit travel together
-            inserted = db.rows(apply)[0].inserted if apply is not None else []
-            if mark is not None:
-                db.rows(mark)
+        db_now, rows, next_due = self._claim(tx, now)
+        if not rows:  # nothing written: the transaction ends without a change
+            return PlanResult(db_now=db_now, next_due=next_due)
+        times = _run_times(rows)
+        if PORTS.months.needs_ensuring(conn.alias, times, db_now):
+            tx.send(*PORTS.months.statement(times))
+        apply, mark = self._send_apply(tx, rows)
+        failpoints.hit("planner.before_commit")
+        tx.commit()  # in pipeline mode the apply and the commit travel together
+        inserted = db.rows(apply)[0].inserted if apply is not None else []
+        if mark is not None:
+            db.rows(mark)
         return self._result(db_now, rows, list(inserted))
 
-    def _pass(
-        self, conn: BaseDatabaseWrapper, now: datetime | None, one_by_one: bool
-    ) -> PlanResult:
-        """A pass inside a transaction of Django's (a test's, or one schedule at a time)."""
-        db_now, rows, next_due = self._claim(conn, now)
+    def _one_by_one(self, conn: BaseDatabaseWrapper, now: datetime | None) -> PlanResult:
+        """A pass whose batch failed: each schedule's runs in a savepoint of their own,
+        so that one schedule's row the database refuses is marked broken alone."""
+        db_now, rows, next_due = self._claim(db.InDjangoTransaction(conn), now)
+        inserted: list[int] = []
+        for row in rows:
+            try:
+                with transaction.atomic(using=self.using):
+                    inserted += self._apply(conn, [row])
+            except DatabaseError as exc:
+                row.decision, row.error = (
+                    None,
+                    f"could not store its runs: {exc}"[:MAX_NOTE_CHARS],
+                )
+                with transaction.atomic(using=self.using):
+                    self._apply(conn, [row])
         if not rows:
             return PlanResult(db_now=db_now, next_due=next_due)
-        if not one_by_one:  # no savepoint: see the module's docstring
-            inserted = self._apply(conn, rows)
-        else:
-            inserted = []
-            for row in rows:
-                try:
-                    with transaction.atomic(using=self.using):
-                        inserted += self._apply(conn, [row])
-                except DatabaseError as exc:
-                    row.decision, row.error = (
-                        None,
-                        f"could not store its runs: {exc}"[:MAX_NOTE_CHARS],
-                    )
-                    with transaction.atomic(using=self.using):
-                        self._apply(conn, [row])
         failpoints.hit("planner.before_commit")
         return self._result(db_now, rows, inserted)
 
@@ -417,15 +410,11 @@ class Planner:
             db.execute(conn, queries.PLANNER_MARK_BROKEN, _broken_params(broken))
         return list(inserted)
 
-    def _send_apply(self, pipelined: db.Pipelined, rows: Sequence[_Row]) -> tuple[Any, Any]:
-        """:meth:`_apply`, queued in a pipeline: its two cursors (None: nothing sent)."""
+    def _send_apply(self, tx: db.Pipelined, rows: Sequence[_Row]) -> tuple[Any, Any]:
+        """:meth:`_apply`, sent in the pass's transaction: its two results (None: not sent)."""
         planned, broken = _split(rows)
-        apply = (
-            pipelined.send(queries.PLANNER_APPLY, self._apply_params(planned)) if planned else None
-        )
-        mark = (
-            pipelined.send(queries.PLANNER_MARK_BROKEN, _broken_params(broken)) if broken else None
-        )
+        apply = tx.send(queries.PLANNER_APPLY, self._apply_params(planned)) if planned else None
+        mark = tx.send(queries.PLANNER_MARK_BROKEN, _broken_params(broken)) if broken else None
         return apply, mark
 
     def _apply_params(self, planned: Sequence[_Row]) -> dict[str, Any]:

@@ -12,7 +12,14 @@ how the loops survive a restarted or unreachable server.
 from __future__ import annotations
 
 from .identity import default_worker_id, set_worker_id, worker_id
-from .pipeline import Pipelined, can_pipeline, rows, transaction_in_two_round_trips
+from .pipeline import (
+    InDjangoTransaction,
+    Pipelined,
+    can_pipeline,
+    one_transaction,
+    rows,
+    transaction_in_two_round_trips,
+)
 from .sessions import (
     ROLE_PLANNER_SETTINGS,
     SessionPool,
@@ -25,6 +32,7 @@ from .statements import ServerBindingCursor, cursor, execute, fetch
 
 __all__ = [
     "ROLE_PLANNER_SETTINGS",
+    "InDjangoTransaction",
     "Pipelined",
     "ServerBindingCursor",
     "SessionPool",
@@ -35,6 +43,7 @@ __all__ = [
     "discard",
     "execute",
     "fetch",
+    "one_transaction",
     "refused_for_a_row",
     "rows",
     "session",

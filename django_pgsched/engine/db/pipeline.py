@@ -7,10 +7,11 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+from django.db import transaction as django_transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import queries
-from .statements import R, ServerBindingCursor, _by_name
+from .statements import R, ServerBindingCursor, _by_name, execute, fetch
 
 
 def can_pipeline(conn: BaseDatabaseWrapper) -> bool:
@@ -68,6 +69,49 @@ class Pipelined:
         self.committed = True
 
 
+class _Ran:
+    """The rows of a statement :class:`InDjangoTransaction` ran as it was sent."""
+
+    def __init__(self, found: list[Any]) -> None:
+        self.found = found
+
+
+class InDjangoTransaction(Pipelined):
+    """:class:`Pipelined`'s interface inside a transaction of Django's (a test's, or
+    one made where pipeline mode is not available): each statement runs as it is
+    sent, through :func:`~.statements.fetch` (so query logs and
+    ``assertNumQueries`` see it), and Django's atomic block commits."""
+
+    def __init__(self, conn: BaseDatabaseWrapper) -> None:
+        super().__init__(conn, None)
+
+    def fetch(self, statement: queries.Statement[R], params: Mapping[str, Any]) -> list[R]:
+        return fetch(self.conn, statement, params)
+
+    def send(
+        self, statement: queries.Statement[Any] | queries.Command, params: Mapping[str, Any]
+    ) -> Any:
+        if isinstance(statement, queries.Statement):
+            return _Ran(fetch(self.conn, statement, params))
+        execute(self.conn, statement, params)
+        return _Ran([])
+
+    def commit(self) -> None:
+        self.committed = True  # at the end of the atomic block
+
+
+@contextmanager
+def one_transaction(conn: BaseDatabaseWrapper) -> Iterator[Pipelined]:
+    """One transaction: in pipeline mode when ``conn`` can (:func:`can_pipeline`, two
+    round trips), else an atomic block of Django's; the same interface in both."""
+    if can_pipeline(conn):
+        with transaction_in_two_round_trips(conn) as pipelined:
+            yield pipelined
+        return
+    with django_transaction.atomic(using=conn.alias), conn.wrap_database_errors:
+        yield InDjangoTransaction(conn)
+
+
 @contextmanager
 def transaction_in_two_round_trips(conn: BaseDatabaseWrapper) -> Iterator[Pipelined]:
     """A transaction whose statements travel in pipeline mode (see :func:`can_pipeline`).
@@ -98,6 +142,8 @@ def transaction_in_two_round_trips(conn: BaseDatabaseWrapper) -> Iterator[Pipeli
 
 def rows(raw_cursor: Any) -> list[Any]:
     """The rows of a statement queued with :func:`send` (after the pipeline's sync)."""
+    if isinstance(raw_cursor, _Ran):
+        return raw_cursor.found
     try:
         return list(raw_cursor.fetchall()) if raw_cursor.description else []
     finally:
