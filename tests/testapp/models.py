@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.db import models
+from django.db.models.functions import Now
 
 
 class Witness(models.Model):
@@ -14,7 +15,7 @@ class Witness(models.Model):
     worker = models.CharField(max_length=200)
     label = models.CharField(max_length=100, default="")
     started_at = models.DateTimeField()
-    finished_at = models.DateTimeField(db_default=models.functions.Now())
+    finished_at = models.DateTimeField(db_default=Now())
 
     class Meta:
         indexes = [models.Index(fields=["run_id"])]
