@@ -135,6 +135,7 @@ def main() -> int:
         )
     )
     metrics = "\n".join(replicas) or "    (no replica running: schedules wait, nothing fires)"
+    drain = " (replicas drain their running jobs first)" if options.replicas else ""
     print(
         f"""
 django-pgsched demo is running: {options.replicas} scheduler replica(s) and the admin.
@@ -147,7 +148,7 @@ django-pgsched demo is running: {options.replicas} scheduler replica(s) and the 
   metrics:
 {metrics}
 
-Ctrl-C stops everything (replicas drain their running jobs first).
+Ctrl-C stops everything{drain}.
 """,
         flush=True,
     )

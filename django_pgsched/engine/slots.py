@@ -392,6 +392,16 @@ def invoke(claim: Claim, *, connections: JobConnections | None) -> Invoked:
     except LeaseLost as exc:
         return Invoked(AttemptStatus.FAILED, clean_text(f"lease lost: {exc}"), lease_lost=True)
     except BaseException as exc:
+        # one line for the replica's log; the traceback is the attempt's (the admin shows it)
+        message = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        logger.warning(
+            "run %s (%s), attempt %s, failed: %s%s",
+            claim.run_id,
+            claim.job,
+            claim.attempt,
+            type(exc).__name__,
+            f": {message}" if message else "",
+        )
         return Invoked(AttemptStatus.FAILED, format_error(exc), True, None, class_path(type(exc)))
     finally:
         if connections is not None:

@@ -95,6 +95,15 @@ def test_failure_retries_with_backoff_then_fails_at_max_attempts(db):
     assert attempts_of(run) == [(1, "failed"), (2, "failed")]
 
 
+def test_a_job_that_raises_is_logged_in_one_line(db, caplog):
+    run = enqueue("tests.fail", kwargs={"message": "disk full\nsecond line"})
+    with caplog.at_level("WARNING", logger="django_pgsched"):
+        Executor(concurrency=1, inline=True).run_once()
+    lines = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+    assert lines == [f"run {run.pk} (tests.fail), attempt 1, failed: RuntimeError: disk full"]
+    assert not [r for r in caplog.records if r.exc_info]  # the traceback is the attempt's
+
+
 def test_claim_is_bounded_by_idle_slots(db):
     for _ in range(10):
         enqueue("tests.noop")
