@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
-from django_pgsched import limits, statuses
+import django_pgsched
+from django_pgsched import limits, sqlfiles, statuses
+from django_pgsched.delivery.models import BreakerState
 from django_pgsched.engine import queries
 from django_pgsched.models import Attempt, JobRun, Schedule
 
@@ -16,27 +19,48 @@ GROUPS = {
 }
 
 
+ROOMS = ("admin", "broker", "delivery", "engine", "ledger", "ops", "partitions")
+MIGRATION_SQL = Path(django_pgsched.__file__).parent / "migrations" / "sql"
+
+
+def room_text() -> str:
+    """Every named statement of every room."""
+    return "\n".join(sqlfiles.get(room, name) for room in ROOMS for name in sqlfiles.names(room))
+
+
 def sql_text() -> str:
-    return "\n".join(queries.get(name) for name in queries.names())
+    """Every named statement, and the migration's SQL (its functions' bodies, its
+    indexes' predicates, its CHECKs)."""
+    migration = [path.read_text(encoding="utf-8") for path in sorted(MIGRATION_SQL.glob("*.sql"))]
+    return "\n".join([room_text(), *migration])
 
 
-def test_every_status_list_in_the_hot_path_sql_is_a_named_group():
+def test_the_rooms_are_every_package_with_sql():
+    root = Path(django_pgsched.__file__).parent
+    assert {p.parent.name for p in root.glob("*/queries.sql")} == set(ROOMS)
+
+
+def test_every_status_list_in_the_sql_is_a_named_group():
     # the SQL repeats the groups literally so that PostgreSQL's query planner can
     # match the partial indexes; each list must be one of the groups, exactly
     lists = re.findall(r"status IN \(([^)]*)\)", sql_text())
     assert lists, "no status lists found"
     for found in lists:
+        if found.startswith("{"):  # a template's field, filled with a group in Python
+            continue
         values = {v.strip().strip("'") for v in found.split(",")}
         assert values in GROUPS.values(), found
 
 
-def test_every_status_literal_in_the_hot_path_sql_is_a_known_status():
+def test_every_status_literal_in_the_sql_is_a_known_status():
     known = set(statuses.RunStatus.values) | set(statuses.AttemptStatus.values)
     known |= set(statuses.ScheduleStatus.values)
     known |= set(statuses.SkipReason.values)  # the guard's decisions (guard_decide)
+    known |= set(BreakerState.values)  # the breaker's states (delivery/queries.sql)
     for literal in re.findall(r"(?:status|was)\s*(?:=|<>)\s*'(\w+)'", sql_text()):
         assert literal in known, literal
-    for literal in re.findall(r"THEN '(\w+)'|ELSE '(\w+)'", sql_text()):
+    # the statements' CASE results (the migration's CASEs also name columns and ports)
+    for literal in re.findall(r"THEN '([a-z_]+)'|ELSE '([a-z_]+)'", room_text()):
         value = next(v for v in literal if v)
         assert value in known, value
 
