@@ -393,7 +393,8 @@ def invoke(claim: Claim, *, connections: JobConnections | None) -> Invoked:
         return Invoked(AttemptStatus.FAILED, clean_text(f"lease lost: {exc}"), lease_lost=True)
     except BaseException as exc:
         # one line for the replica's log; the traceback is the attempt's (the admin shows it)
-        message = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        text = str(exc).strip()
+        message = text.splitlines()[0][:200] if text else ""
         logger.warning(
             "run %s (%s), attempt %s, failed: %s%s",
             claim.run_id,

@@ -7,6 +7,7 @@ each test on a stream of its own. Real replicas and faults: tests/faults/test_br
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -18,6 +19,7 @@ from django.db.models import F
 from django.test import override_settings
 
 from django_pgsched import enqueue
+from django_pgsched.broker import schema
 from django_pgsched.broker.client import NatsBroker
 from django_pgsched.broker.consumer import BROKER, POSTGRES, SWEEP_AGAIN, BrokerClaims
 from django_pgsched.broker.messages import subject
@@ -78,6 +80,33 @@ def test_outbox_triggers_are_disabled_by_default(db):
     assert outbox_state(connection) == (0, 2)
     enqueue("tests.noop")
     assert outbox_rows() == []  # the postgres transport writes no outbox row
+
+
+def _outbox_definitions() -> list[str]:
+    """The outbox's function, triggers and indexes as PostgreSQL deparses them, without
+    the casts and parentheses a deparse of a deparse adds (the same expression)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_get_functiondef('pgsched_claim_outbox_add'::regproc)"
+            " UNION ALL SELECT pg_get_triggerdef(t.oid) FROM pg_trigger t"
+            " WHERE t.tgrelid = 'pgsched_job_run'::regclass AND t.tgname = ANY(%s)"
+            " UNION ALL SELECT pg_get_indexdef(i.indexrelid) FROM pg_index i"
+            " WHERE i.indrelid = 'pgsched_claim_outbox'::regclass",
+            [list(schema.TRIGGER_NAMES)],
+        )
+        found = [row[0] for row in cursor.fetchall()]
+    return sorted(re.sub(r"::(text|character varying)(\[\])?|[()]", "", d) for d in found)
+
+
+def test_the_brokers_outbox_ddl_makes_what_the_migration_made(db):
+    # the migration's SQL and broker/queries.sql (ensure_outbox) spell the outbox's
+    # function, triggers and index twice: running the broker's over the migration's
+    # changes nothing
+    made = _outbox_definitions()
+    assert len(made) == 1 + len(schema.TRIGGER_NAMES) + 2  # function, triggers, pkey + due
+    with connection.cursor() as cursor:
+        cursor.execute(schema.TABLE + schema.FUNCTION + schema.TRIGGERS + schema.DISABLE)
+    assert _outbox_definitions() == made
 
 
 def test_a_claimable_run_gets_one_outbox_row_per_time_it_becomes_claimable(nats_claims):
